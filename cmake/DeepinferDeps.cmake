@@ -1,0 +1,15 @@
+# Third-party dependencies: all from Debian packages (scripts/setup.sh installs them) or the CUDA
+# toolkit. Nothing is downloaded at build time.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(CURL REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(httplib CONFIG QUIET)  # cpp-httplib: test HTTP server (and later the OpenAI server)
+if(DEEPINFER_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(DEEPINFER_BUILD_BENCH)
+  find_package(benchmark QUIET)
+endif()

@@ -1,0 +1,86 @@
+#include "common/env.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/logging.h"
+
+namespace deepinfer {
+
+namespace {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);  // the only getenv in deepinfer
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string trim(std::string s) {
+  auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+}  // namespace
+
+bool env_value_is_true(const std::string& v) {
+  std::string l;
+  for (char c : v) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return l == "1" || l == "true" || l == "yes" || l == "on";
+}
+
+Env Env::from_process() {
+  Env e;
+  e.model_path = get("DEEPINFER_MODEL_PATH");
+  if (auto v = get("DEEPINFER_LOG_LEVEL")) e.log_level = *v;
+  if (auto v = get("DEEPINFER_NUM_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(v->c_str(), &end, 10);
+    if (end == v->c_str() || *end != '\0' || n < 0 || n > 4096) {
+      log_warning("DEEPINFER_NUM_THREADS='" + *v +
+                  "' is not a thread count in [0, 4096]; using all cores");
+    } else {
+      e.num_threads = static_cast<int>(n);
+    }
+  }
+
+  std::string home = get("HOME").value_or("/root");
+  if (auto v = get("HF_HOME")) {
+    e.hf_home = *v;
+  } else if (auto x = get("XDG_CACHE_HOME")) {
+    e.hf_home = *x + "/huggingface";
+  } else {
+    e.hf_home = home + "/.cache/huggingface";
+  }
+  e.hf_hub_cache = get("HF_HUB_CACHE").value_or(e.hf_home + "/hub");
+  if (auto v = get("HF_ENDPOINT")) {
+    std::string ep = *v;
+    while (!ep.empty() && ep.back() == '/') ep.pop_back();
+    e.hf_endpoint = ep;
+  }
+  if (auto v = get("HF_TOKEN")) {
+    e.hf_token = trim(*v);
+  } else {
+    std::string token_path = get("HF_TOKEN_PATH").value_or(e.hf_home + "/token");
+    std::ifstream f(token_path);
+    if (f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      std::string t = trim(ss.str());
+      if (!t.empty()) e.hf_token = t;
+    }
+  }
+  if (auto v = get("HF_HUB_OFFLINE")) e.hf_hub_offline = env_value_is_true(*v);
+  return e;
+}
+
+const Env& env() {
+  static const Env instance = Env::from_process();
+  return instance;
+}
+
+}  // namespace deepinfer
