@@ -1,0 +1,71 @@
+#include "common/env.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace deepinfer {
+namespace {
+
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"DEEPINFER_MODEL_PATH", "DEEPINFER_LOG_LEVEL", "DEEPINFER_NUM_THREADS",
+                          "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT", "HF_TOKEN", "HF_TOKEN_PATH",
+                          "HF_HUB_OFFLINE", "XDG_CACHE_HOME"}) {
+      unsetenv(v);
+    }
+    setenv("HOME", "/home/tester", 1);
+  }
+};
+
+TEST_F(EnvTest, DefaultsFollowHuggingfaceHub) {
+  Env e = Env::from_process();
+  EXPECT_EQ(e.hf_home, "/home/tester/.cache/huggingface");
+  EXPECT_EQ(e.hf_hub_cache, "/home/tester/.cache/huggingface/hub");
+  EXPECT_EQ(e.hf_endpoint, "https://huggingface.co");
+  EXPECT_FALSE(e.hf_hub_offline);
+  EXPECT_FALSE(e.model_path.has_value());
+  EXPECT_EQ(e.num_threads, 0);
+
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  EXPECT_EQ(Env::from_process().hf_hub_cache, "/xdg/huggingface/hub");
+  setenv("HF_HOME", "/hf", 1);
+  EXPECT_EQ(Env::from_process().hf_hub_cache, "/hf/hub");
+  setenv("HF_HUB_CACHE", "/cache", 1);
+  EXPECT_EQ(Env::from_process().hf_hub_cache, "/cache");
+}
+
+TEST_F(EnvTest, ReadsEveryVariable) {
+  setenv("DEEPINFER_MODEL_PATH", "/models/v4", 1);
+  setenv("DEEPINFER_NUM_THREADS", "3", 1);
+  setenv("DEEPINFER_LOG_LEVEL", "debug", 1);
+  setenv("HF_ENDPOINT", "http://127.0.0.1:8080//", 1);
+  setenv("HF_TOKEN", " hf_abc \n", 1);
+  setenv("HF_HUB_OFFLINE", "True", 1);
+  Env e = Env::from_process();
+  EXPECT_EQ(e.model_path.value_or(""), "/models/v4");
+  EXPECT_EQ(e.num_threads, 3);
+  EXPECT_EQ(e.log_level, "debug");
+  EXPECT_EQ(e.hf_endpoint, "http://127.0.0.1:8080");
+  EXPECT_EQ(e.hf_token.value_or(""), "hf_abc");
+  EXPECT_TRUE(e.hf_hub_offline);
+  setenv("HF_HUB_OFFLINE", "0", 1);
+  EXPECT_FALSE(Env::from_process().hf_hub_offline);
+}
+
+TEST_F(EnvTest, TokenFromFileAndBadThreadCount) {
+  auto dir = std::filesystem::temp_directory_path() / ("di_env_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << "hf_from_file\n";
+  setenv("HF_HOME", dir.c_str(), 1);
+  EXPECT_EQ(Env::from_process().hf_token.value_or(""), "hf_from_file");
+  setenv("DEEPINFER_NUM_THREADS", "many", 1);
+  EXPECT_EQ(Env::from_process().num_threads, 0);  // warned, default kept
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepinfer
