@@ -13,9 +13,11 @@ if(NOT DEEPINFER_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES OFF)
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr")
+    # CMake 3.25 does not know nvcc's C++20 dialect: .cu files are C++17 and include only
+    # headers that are (common/status.h, common/check.h and the cuda/ headers).
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(DEEPINFER_HAVE_CUDA ON)
     message(STATUS "deepinfer: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_90a)")

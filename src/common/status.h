@@ -79,7 +79,9 @@ class [[nodiscard]] StatusOr {
   StatusOr(const T& value) : value_(value) {}          // NOLINT: implicit by design
   StatusOr(T&& value) : value_(std::move(value)) {}    // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
-    if (status_.ok()) status_ = Internal("StatusOr constructed from an OK status without a value");
+    if (status_.ok()) {
+      status_ = Status(StatusCode::kInternal, "StatusOr constructed from an OK status without a value");
+    }
   }
 
   bool ok() const { return status_.ok(); }
