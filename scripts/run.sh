@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh --no-pip
-cmake --preset cpu -G Ninja >/dev/null
-cmake --build build/cpu -j"$(nproc)" --target deepinfer
-exec build/cpu/bin/deepinfer inspect tests/data/models/deepseek-v4-tiny-stories "$@"
+cmake --preset default -G Ninja >/dev/null
+cmake --build build/default -j"$(nproc)" --target deepinfer
+exec build/default/bin/deepinfer inspect tests/data/models/deepseek-v4-tiny-stories "$@"
