@@ -24,24 +24,27 @@ __device__ __forceinline__ float e2m1_value(uint8_t code) {
   return (code & 8) ? -m : m;
 }
 
-__global__ void dequant_fp8_kernel(const uint8_t* w, const uint8_t* scales, int64_t rows,
-                                   int64_t cols, float* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= rows * cols) return;
-  const int64_t r = i / cols, c = i % cols;
-  const int64_t scale_cols = (cols + 127) / 128;
-  out[i] = e4m3_value(w[i]) * ue8m0_value(scales[(r / 128) * scale_cols + c / 128]);
+__device__ __forceinline__ float scale_value(const void* scales, ScaleType t, int64_t i) {
+  if (t == ScaleType::kUe8m0) return ue8m0_value(static_cast<const uint8_t*>(scales)[i]);
+  if (t == ScaleType::kF32) return static_cast<const float*>(scales)[i];
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(scales)[i]);
 }
 
-__global__ void dequant_fp4_kernel(const uint8_t* packed, const uint8_t* scales, int64_t rows,
-                                   int64_t cols, float* out) {
+__global__ void dequant_kernel(const uint8_t* w, bool packed_fp4, const void* scales,
+                               ScaleType scale_type, int64_t rows, int64_t cols,
+                               int64_t block_rows, int64_t block_cols, float* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, c = i % cols;
-  const uint8_t byte = packed[r * (cols / 2) + c / 2];
-  const uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0xF);
-  const int64_t scale_cols = (cols + 31) / 32;
-  out[i] = e2m1_value(code) * ue8m0_value(scales[r * scale_cols + c / 32]);
+  float v;
+  if (packed_fp4) {
+    const uint8_t byte = w[r * (cols / 2) + c / 2];
+    v = e2m1_value((c & 1) ? (byte >> 4) : (byte & 0xF));
+  } else {
+    v = e4m3_value(w[i]);
+  }
+  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+  out[i] = v * scale_value(scales, scale_type, (r / block_rows) * scale_cols + c / block_cols);
 }
 
 __global__ void decode_e4m3_kernel(const uint8_t* in, int64_t n, float* out) {
@@ -63,24 +66,31 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 
 }  // namespace
 
-Status dequant_fp8_block128(const uint8_t* w, const uint8_t* scales, int64_t rows, int64_t cols,
-                            float* out_f32, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return InvalidArgument("dequant_fp8_block128: empty shape");
-  dequant_fp8_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(w, scales, rows, cols, out_f32);
+Status dequant_block_scaled(const uint8_t* w, bool packed_fp4, const void* scales,
+                            ScaleType scale_type, int64_t rows, int64_t cols, int64_t block_rows,
+                            int64_t block_cols, float* out_f32, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0 || block_rows < 1 || block_cols < 1 || (packed_fp4 && cols % 2)) {
+    return InvalidArgument("dequant_block_scaled: bad shape rows=" + std::to_string(rows) +
+                           " cols=" + std::to_string(cols) + " blocks=" +
+                           std::to_string(block_rows) + "x" + std::to_string(block_cols) +
+                           (packed_fp4 ? " (packed fp4 needs even cols)" : ""));
+  }
+  dequant_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(
+      w, packed_fp4, scales, scale_type, rows, cols, block_rows, block_cols, out_f32);
   DI_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return OkStatus();
 }
 
+Status dequant_fp8_block128(const uint8_t* w, const uint8_t* scales, int64_t rows, int64_t cols,
+                            float* out_f32, cudaStream_t stream) {
+  return dequant_block_scaled(w, false, scales, ScaleType::kUe8m0, rows, cols, 128, 128, out_f32,
+                              stream);
+}
+
 Status dequant_fp4_group32(const uint8_t* packed, const uint8_t* scales, int64_t rows,
                            int64_t cols, float* out_f32, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0 || cols % 2 != 0) {
-    return InvalidArgument("dequant_fp4_group32: cols must be positive and even, got " +
-                           std::to_string(cols));
-  }
-  dequant_fp4_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(packed, scales, rows, cols,
-                                                                       out_f32);
-  DI_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return OkStatus();
+  return dequant_block_scaled(packed, true, scales, ScaleType::kUe8m0, rows, cols, 1, 32,
+                              out_f32, stream);
 }
 
 Status decode_e4m3(const uint8_t* in, int64_t n, float* out, cudaStream_t stream) {

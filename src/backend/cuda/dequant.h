@@ -12,6 +12,12 @@
 
 namespace deepinfer::cuda {
 
+enum class ScaleType { kUe8m0, kF32, kBf16 };
+// General form: w is e4m3 [rows, cols] (packed_fp4=false) or packed e2m1 [rows, cols/2]
+// (packed_fp4=true); scales [ceil(rows/block_rows), ceil(cols/block_cols)] of `scale_type`.
+Status dequant_block_scaled(const uint8_t* w, bool packed_fp4, const void* scales,
+                            ScaleType scale_type, int64_t rows, int64_t cols, int64_t block_rows,
+                            int64_t block_cols, float* out_f32, cudaStream_t stream);
 // out_f32: [rows, cols]
 Status dequant_fp8_block128(const uint8_t* w, const uint8_t* scales, int64_t rows, int64_t cols,
                             float* out_f32, cudaStream_t stream);

@@ -1,0 +1,76 @@
+// The CUDA backend: every op of backend/backend.h on the GPU. Tensors passed to it are views of
+// device memory (Tensor::borrow of a device pointer); shapes and dtypes are checked on the host
+// before each launch (STYLE.md 12), index contents on the device (kernels.h), reported by
+// synchronize(). Ops are asynchronous on the backend's stream.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cuda/runtime.h"
+
+namespace deepinfer::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;
+};
+
+class CudaBackend : public backend::Backend {
+ public:
+  static StatusOr<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  cudaStream_t stream() const;
+  // Waits for all queued work; returns the first device-side error (bad token/expert/key id) or a
+  // CUDA error, naming the op, and clears it.
+  Status synchronize();
+
+  const char* name() const override { return "cuda"; }
+  bool supports_op(backend::OpKind op, DType dtype) const override;
+
+  Status dequantize(const backend::Tensor& w, const backend::Tensor* scale, int64_t block_rows,
+                    int64_t block_cols, backend::Tensor& out) override;
+  Status embedding(const backend::Tensor& table, const backend::Tensor& ids,
+                   backend::Tensor& out) override;
+  Status matmul(const backend::Tensor& x, const backend::Tensor& w, backend::Tensor& out,
+                int64_t groups) override;
+  Status rms_norm(const backend::Tensor& x, const backend::Tensor* weight, float eps,
+                  backend::Tensor& out) override;
+  Status rope(backend::Tensor& x, const backend::Tensor& positions,
+              const backend::Tensor& inv_freq, backend::RopeStyle style, float mscale,
+              bool inverse) override;
+  Status attention(const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
+                   const backend::Tensor& key_offsets, const backend::Tensor& key_ids,
+                   const backend::Tensor* sinks, float scale, backend::Tensor& out) override;
+  Status softmax_pool(const backend::Tensor& values, const backend::Tensor& scores,
+                      backend::Tensor& out) override;
+  Status indexer_scores(const backend::Tensor& q, const backend::Tensor& weights,
+                        const backend::Tensor& keys, const backend::Tensor& visible,
+                        float weight_scale, float dot_scale, backend::Tensor& out) override;
+  Status topk(const backend::Tensor& scores, int64_t k, backend::Tensor& ids) override;
+  Status moe_route(const backend::Tensor& logits, const backend::Tensor* bias,
+                   const backend::Tensor* hash_ids, const backend::RouterParams& params,
+                   backend::Tensor& ids, backend::Tensor& weights) override;
+  Status swiglu(const backend::Tensor& gate_up, float limit, backend::Tensor& out) override;
+  Status gather_rows(const backend::Tensor& src, const backend::Tensor& ids,
+                     backend::Tensor& out) override;
+  Status scatter_add_rows(const backend::Tensor& src, const backend::Tensor& ids,
+                          const backend::Tensor* weights, backend::Tensor& out) override;
+  Status hc_coeffs(const backend::Tensor& mix, const backend::Tensor& base,
+                   const backend::Tensor& scale, const backend::HcParams& params,
+                   backend::Tensor& pre, backend::Tensor* post, backend::Tensor* comb) override;
+  Status hc_collapse(const backend::Tensor& x, const backend::Tensor& pre,
+                     backend::Tensor& out) override;
+  Status hc_expand(const backend::Tensor& x, const backend::Tensor& y, const backend::Tensor& post,
+                   const backend::Tensor& comb, backend::Tensor& out) override;
+  Status add(const backend::Tensor& a, const backend::Tensor& b, backend::Tensor& out) override;
+  Status copy(const backend::Tensor& src, backend::Tensor& dst) override;
+
+ private:
+  struct State;
+  explicit CudaBackend(std::unique_ptr<State> state);
+  Status launched(const char* op);  // checks the launch of the op just queued
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace deepinfer::cuda

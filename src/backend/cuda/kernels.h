@@ -1,0 +1,80 @@
+// CUDA kernels behind the CUDA backend, one family per .cu file, on raw device pointers.
+// Semantics are exactly those of the ops in backend/backend.h (see there for shapes); the CPU
+// backend is the oracle (tests/cuda/cuda_ops_test.cpp). All activations are fp32.
+//
+// Batch invariance by construction: every kernel computes a row (token) with a fixed thread
+// mapping and a fixed reduction order that depend only on that row's sizes, never on how many rows
+// are in the batch (one row per block for norms and attention, no split-K picked by batch size).
+//
+// Index arguments that the host cannot check without a device sync (token ids, expert ids, key
+// ids) are bounds-checked on the device: a bad index writes zeros and sets `*error_flag` to a
+// non-zero code (kErr*), which the backend reads back at its next synchronize().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda::kernels {
+
+enum ErrorCode : int32_t {
+  kErrNone = 0,
+  kErrEmbeddingId = 1,
+  kErrGatherId = 2,
+  kErrScatterId = 3,
+  kErrHashExpertId = 4,
+  kErrKeyId = 5,
+  kErrKeyOffsets = 6,
+};
+const char* error_code_name(int32_t code);
+
+// y[M,N] = x · rsqrt(mean(x²) + eps) (· w[N] if non-null). In place allowed.
+void rms_norm(const float* x, const float* w, int64_t M, int64_t N, float eps, float* y,
+              cudaStream_t s);
+// In place on x[S, nh, D]; half = r/2 pairs. interleaved_trailing: DeepSeek layout, else
+// rotate-half on the leading r channels.
+void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
+          int64_t D, int64_t half, bool interleaved_trailing, float mscale, bool inverse,
+          cudaStream_t s);
+// out[M, I] = silu(min(g, lim)) · clamp(u, -lim, lim), gate_up[M, 2I]; lim <= 0: no clamp.
+void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s);
+// out[n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c].
+void softmax_pool(const float* values, const float* scores, int64_t n, int64_t L, int64_t d,
+                  float* out, cudaStream_t s);
+// mHC coefficients per token (see backend.h hc_coeffs). head=true: pre only.
+void hc_coeffs(const float* mix, const float* base, const float* scale, int64_t S, int64_t hc,
+               int64_t iters, float eps, bool head, float* pre, float* post, float* comb,
+               cudaStream_t s);
+void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_t H, float* out,
+                 cudaStream_t s);
+void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
+               int64_t hc, int64_t H, float* out, cudaStream_t s);
+// out[S, T] indexer scores (see backend.h indexer_scores).
+void indexer_scores(const float* q, const float* weights, const float* keys,
+                    const int32_t* visible, int64_t S, int64_t nI, int64_t cI, int64_t T,
+                    float weight_scale, float dot_scale, float* out, cudaStream_t s);
+// ids[S, k]: top-k per row, higher score first, ties to the lower index; -inf picks and slots
+// past min(k, T) are -1. Needs `workspace` of topk_workspace_bytes(S, T) bytes.
+uint64_t topk_workspace_bytes(int64_t S, int64_t T);
+void topk(const float* scores, int64_t S, int64_t T, int64_t k, int32_t* ids, void* workspace,
+          cudaStream_t s);
+// Router (see backend.h moe_route). scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax.
+void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
+               int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
+               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s);
+// Attention over explicit key lists with optional sinks (see backend.h attention).
+void attention(const float* q, const float* k, const float* v, const int32_t* key_offsets,
+               const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
+               int64_t T, int64_t nKV, int64_t D, int64_t Dv, float scale, float* out,
+               int32_t* error_flag, cudaStream_t s);
+// out[S, H] = table[ids[s]] (embedding) / src[ids[i]] (gather_rows).
+void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,
+                 int64_t H, float* out, int32_t* error_flag, int32_t error_code, cudaStream_t s);
+// out[ids[i]] += w[i] · src[i], in order of i (deterministic: one thread per column).
+void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
+                      int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s);
+void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s);
+// Elementwise conversion of a weight tensor to fp32: dtype 0 = f32 copy, 1 = bf16, 2 = f16.
+void to_f32(const void* in, int dtype, int64_t n, float* out, cudaStream_t s);
+
+}  // namespace deepinfer::cuda::kernels

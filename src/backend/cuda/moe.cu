@@ -1,0 +1,146 @@
+// MoE routing, row gather/scatter and the compressor's softmax pooling.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace deepinfer::cuda::kernels {
+namespace {
+
+__device__ __forceinline__ float score_of(float l, int scoring) {
+  if (scoring == 1) return 1.f / (1.f + expf(-l));
+  const float sp = l > 20.f ? l : log1pf(expf(l));  // torch's softplus threshold
+  return sqrtf(sp);
+}
+
+// One thread per token. Selection: k passes, each taking the largest remaining (score + bias),
+// ties to the lower expert id — the same order as the CPU partial sort.
+__global__ void moe_route_kernel(const float* logits, const float* bias, const int32_t* hash_ids,
+                                 int64_t S, int64_t E, int64_t k, int scoring, float scaling,
+                                 bool renormalize, int32_t* ids, float* weights,
+                                 int32_t* error_flag) {
+  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (s >= S) return;
+  const float* l = logits + s * E;
+  float mx = -INFINITY, den = 0.f;
+  if (scoring == 2) {
+    for (int64_t e = 0; e < E; ++e) mx = fmaxf(mx, l[e]);
+    for (int64_t e = 0; e < E; ++e) den += expf(l[e] - mx);
+  }
+  auto sc = [&](int64_t e) { return scoring == 2 ? expf(l[e] - mx) / den : score_of(l[e], scoring); };
+  int32_t* out = ids + s * k;
+  if (hash_ids) {
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t e = hash_ids[s * k + j];
+      if (e < 0 || e >= E) {
+        set_error(error_flag, kErrHashExpertId);
+        e = 0;
+      }
+      out[j] = e;
+    }
+  } else {
+    float prev_v = INFINITY;
+    int32_t prev_e = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      float best_v = -INFINITY;
+      int32_t best_e = -1;
+      for (int64_t e = 0; e < E; ++e) {
+        const float v = sc(e) + (bias ? bias[e] : 0.f);
+        // strictly after the previous pick in (value desc, id asc) order
+        const bool after = v < prev_v || (v == prev_v && e > prev_e);
+        if (!after) continue;
+        if (best_e < 0 || v > best_v) best_v = v, best_e = static_cast<int32_t>(e);
+      }
+      out[j] = best_e;
+      prev_v = best_v;
+      prev_e = best_e;
+    }
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < k; ++j) sum += sc(out[j]);
+  for (int64_t j = 0; j < k; ++j) {
+    const float v = sc(out[j]);
+    weights[s * k + j] = (renormalize ? v / (sum + 1e-20f) : v) * scaling;
+  }
+}
+
+__global__ void gather_kernel(const float* src, const int32_t* ids, int64_t M, int64_t N,
+                              int64_t H, float* out, int32_t* error_flag, int32_t code) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= M * H) return;
+  const int64_t i = t / H, c = t % H;
+  const int32_t id = ids[i];
+  if (id < 0 || id >= N) {
+    if (c == 0) set_error(error_flag, code);
+    out[t] = 0.f;
+    return;
+  }
+  out[t] = src[id * H + c];
+}
+
+// One thread per column walks the rows in order: deterministic, and exact w.r.t. the CPU order.
+__global__ void scatter_add_kernel(const float* src, const int32_t* ids, const float* w, int64_t M,
+                                   int64_t N, int64_t H, float* out, int32_t* error_flag) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= H) return;
+  for (int64_t i = 0; i < M; ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= N) {
+      if (c == 0) set_error(error_flag, kErrScatterId);
+      continue;
+    }
+    out[id * H + c] += (w ? w[i] : 1.f) * src[i * H + c];
+  }
+}
+
+__global__ void softmax_pool_kernel(const float* values, const float* scores, int64_t n,
+                                    int64_t L, int64_t d, float* out) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * d) return;
+  const int64_t r = t / d, c = t % d;
+  const float* sc = scores + r * L * d + c;
+  const float* va = values + r * L * d + c;
+  float mx = -INFINITY;
+  for (int64_t l = 0; l < L; ++l) mx = fmaxf(mx, sc[l * d]);
+  if (mx == -INFINITY) {
+    out[t] = 0.f;
+    return;
+  }
+  float den = 0.f, acc = 0.f;
+  for (int64_t l = 0; l < L; ++l) {
+    const float e = expf(sc[l * d] - mx);
+    den += e;
+    acc += e * va[l * d];
+  }
+  out[t] = acc / den;
+}
+
+}  // namespace
+
+void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
+               int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
+               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s) {
+  if (S > 0)
+    moe_route_kernel<<<grid_for(S, 64), 64, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
+                                                    routed_scaling, renormalize, ids, weights,
+                                                    error_flag);
+}
+
+void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,
+                 int64_t H, float* out, int32_t* error_flag, int32_t error_code, cudaStream_t s) {
+  if (rows_out * H > 0)
+    gather_kernel<<<grid_for(rows_out * H, 256), 256, 0, s>>>(table, ids, rows_out, rows_in, H,
+                                                              out, error_flag, error_code);
+}
+
+void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
+                      int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s) {
+  if (H > 0 && M > 0)
+    scatter_add_kernel<<<grid_for(H, 128), 128, 0, s>>>(src, ids, w, M, N, H, out, error_flag);
+}
+
+void softmax_pool(const float* values, const float* scores, int64_t n, int64_t L, int64_t d,
+                  float* out, cudaStream_t s) {
+  if (n * d > 0)
+    softmax_pool_kernel<<<grid_for(n * d, 256), 256, 0, s>>>(values, scores, n, L, d, out);
+}
+
+}  // namespace deepinfer::cuda::kernels

@@ -1,0 +1,299 @@
+// The op harness on the GPU: every CUDA op against the CPU backend's reference mode on fresh
+// random inputs with odd sizes; per-op error bound; the worst element is printed on failure.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using backend::Shape;
+using backend::Tensor;
+
+// A host tensor and its device copy (the CUDA backend sees the borrowed device view).
+struct Pair {
+  Tensor host;
+  DeviceBuffer buf;
+  Tensor dev;
+};
+
+Pair on_device(const Tensor& h) {
+  Pair p{h, std::move(DeviceBuffer::allocate(std::max<uint64_t>(h.nbytes(), 4))).value(), {}};
+  EXPECT_EQ(cudaMemcpy(p.buf.data(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  p.dev = Tensor::borrow(p.buf.data(), h.dtype(), h.shape());
+  return p;
+}
+
+Tensor to_host(const Pair& p) {
+  Tensor t = Tensor::empty(p.dev.dtype(), p.dev.shape());
+  EXPECT_EQ(cudaMemcpy(t.raw(), p.buf.data(), t.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return t;
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    auto b = CudaBackend::create();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    gpu_ = std::move(b).value();
+    cpu_ = backend::make_cpu_backend({.reference = true});
+  }
+  Tensor randn(Shape s, float scale = 1.f) {
+    Tensor t = Tensor::empty(DType::kF32, std::move(s));
+    std::normal_distribution<float> nd(0.f, scale);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = nd(rng_);
+    return t;
+  }
+  Tensor randint(Shape s, int lo, int hi) {
+    Tensor t = Tensor::empty(DType::kI32, std::move(s));
+    std::uniform_int_distribution<int> d(lo, hi);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = d(rng_);
+    return t;
+  }
+  // Max |gpu - cpu| / (max |cpu| + tiny) over all elements, with the worst index reported.
+  void expect_close(const char* op, const Tensor& cpu, const Pair& gpu, double bound) {
+    ASSERT_TRUE(gpu_->synchronize().ok()) << op;
+    Tensor g = to_host(gpu);
+    ASSERT_EQ(g.numel(), cpu.numel());
+    if (cpu.dtype() == DType::kI32) {
+      for (int64_t i = 0; i < cpu.numel(); ++i)
+        ASSERT_EQ(g.data<int32_t>()[i], cpu.data<int32_t>()[i]) << op << " index " << i << " seed " << seed_;
+      return;
+    }
+    double scale = 1e-30, worst = 0;
+    int64_t wi = -1;
+    for (int64_t i = 0; i < cpu.numel(); ++i) scale = std::max(scale, std::fabs(double(cpu.data<float>()[i])));
+    for (int64_t i = 0; i < cpu.numel(); ++i) {
+      const float a = cpu.data<float>()[i], b = g.data<float>()[i];
+      if (std::isinf(a) || std::isinf(b)) {
+        ASSERT_EQ(a, b) << op << " inf mismatch at " << i << " seed " << seed_;
+        continue;
+      }
+      const double e = std::fabs(double(a) - b) / scale;
+      if (e > worst) worst = e, wi = i;
+    }
+    EXPECT_LE(worst, bound) << op << ": worst rel error " << worst << " at flat index " << wi
+                            << " (cpu " << cpu.data<float>()[wi] << ", gpu " << g.data<float>()[wi]
+                            << ") seed " << seed_;
+  }
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+  std::unique_ptr<CudaBackend> gpu_;
+  std::unique_ptr<backend::Backend> cpu_;
+};
+
+TEST_F(CudaOps, MatmulGrouped) {
+  for (auto [M, G, N, K] : {std::array<int64_t, 4>{1, 1, 129, 77}, {37, 1, 64, 300}, {5, 4, 33, 31}}) {
+    Tensor x = randn({M, G * K}), w = randn({G * N, K}), out = Tensor::empty(DType::kF32, {M, G * N});
+    auto dx = on_device(x), dw = on_device(w), dout = on_device(out);
+    ASSERT_TRUE(cpu_->matmul(x, w, out, G).ok());
+    ASSERT_TRUE(gpu_->matmul(dx.dev, dw.dev, dout.dev, G).ok());
+    expect_close("matmul", out, dout, 2e-6);
+  }
+}
+
+TEST_F(CudaOps, RmsNormRopeSwiglu) {
+  Tensor x = randn({13, 333}, 3.f), w = randn({333}), out = Tensor::empty(DType::kF32, {13, 333});
+  auto dx = on_device(x), dw = on_device(w), dout = on_device(out);
+  ASSERT_TRUE(cpu_->rms_norm(x, &w, 1e-6f, out).ok());
+  ASSERT_TRUE(gpu_->rms_norm(dx.dev, &dw.dev, 1e-6f, dout.dev).ok());
+  expect_close("rms_norm", out, dout, 2e-6);
+
+  for (auto style : {backend::RopeStyle::kInterleavedTrailing, backend::RopeStyle::kHalfLeading}) {
+    Tensor q = randn({9, 3, 40}), pos = randint({9}, 0, 5000), inv = randn({8}, 0.1f);
+    auto dq = on_device(q), dpos = on_device(pos), dinv = on_device(inv);
+    ASSERT_TRUE(cpu_->rope(q, pos, inv, style, 1.0f, false).ok());
+    ASSERT_TRUE(gpu_->rope(dq.dev, dpos.dev, dinv.dev, style, 1.0f, false).ok());
+    expect_close("rope", q, dq, 5e-5);  // sin/cos of large fp32 angles: a few ulp apart
+  }
+
+  Tensor gu = randn({11, 2 * 70}, 6.f), so = Tensor::empty(DType::kF32, {11, 70});
+  auto dgu = on_device(gu), dso = on_device(so);
+  ASSERT_TRUE(cpu_->swiglu(gu, 10.f, so).ok());
+  ASSERT_TRUE(gpu_->swiglu(dgu.dev, 10.f, dso.dev).ok());
+  expect_close("swiglu", so, dso, 1e-6);
+}
+
+TEST_F(CudaOps, AttentionWithSinksAndKeyLists) {
+  const int64_t S = 7, nH = 4, nKV = 1, D = 72, T = 50;
+  Tensor q = randn({S, nH, D}), kv = randn({T, nKV, D}), sinks = randn({nH});
+  std::vector<int32_t> offs{0}, ids;
+  for (int64_t s = 0; s < S; ++s) {
+    const int n = static_cast<int>(rng_() % 20);  // may be 0: a query with no key
+    for (int i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng_() % T));
+    offs.push_back(static_cast<int32_t>(ids.size()));
+  }
+  if (ids.empty()) ids.push_back(0);
+  Tensor o = Tensor::from_i32({S + 1}, offs), kid = Tensor::from_i32({int64_t(ids.size())}, ids);
+  Tensor out = Tensor::empty(DType::kF32, {S, nH, D});
+  auto dq = on_device(q), dkv = on_device(kv), ds = on_device(sinks), doff = on_device(o),
+       dkid = on_device(kid), dout = on_device(out);
+  for (bool with_sinks : {true, false}) {
+    ASSERT_TRUE(cpu_->attention(q, kv, kv, o, kid, with_sinks ? &sinks : nullptr, 0.125f, out).ok());
+    ASSERT_TRUE(gpu_->attention(dq.dev, dkv.dev, dkv.dev, doff.dev, dkid.dev,
+                                with_sinks ? &ds.dev : nullptr, 0.125f, dout.dev).ok());
+    expect_close("attention", out, dout, 2e-6);
+  }
+  // A bad key id is reported by synchronize(), naming the op.
+  std::vector<int32_t> bad_ids(ids.size(), 0);
+  bad_ids[0] = 999;
+  auto dbad = on_device(Tensor::from_i32({int64_t(bad_ids.size())}, bad_ids));
+  ASSERT_TRUE(gpu_->attention(dq.dev, dkv.dev, dkv.dev, doff.dev, dbad.dev, nullptr, 0.1f, dout.dev).ok());
+  Status st = gpu_->synchronize();
+  if (offs.back() > 0) {
+    EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+    EXPECT_NE(st.message().find("attention: key id"), std::string::npos) << st.message();
+  }
+  EXPECT_TRUE(gpu_->synchronize().ok());  // the error was cleared
+}
+
+TEST_F(CudaOps, IndexerScoresAndTopkWithTies) {
+  const int64_t S = 6, nI = 3, cI = 24, T = 45;
+  Tensor q = randn({S, nI, cI}), w = randn({S, nI}), keys = randn({T, cI});
+  Tensor vis = randint({S}, 0, T), out = Tensor::empty(DType::kF32, {S, T});
+  auto dq = on_device(q), dw = on_device(w), dk = on_device(keys), dv = on_device(vis),
+       dout = on_device(out);
+  ASSERT_TRUE(cpu_->indexer_scores(q, w, keys, vis, 0.5f, 0.2f, out).ok());
+  ASSERT_TRUE(gpu_->indexer_scores(dq.dev, dw.dev, dk.dev, dv.dev, 0.5f, 0.2f, dout.dev).ok());
+  expect_close("indexer_scores", out, dout, 2e-6);
+  // Top-k over scores with many exact ties (incl. +0/-0) and -inf: ids must match exactly.
+  Tensor sc = Tensor::empty(DType::kF32, {S, T});
+  for (int64_t i = 0; i < S * T; ++i) {
+    const int r = static_cast<int>(rng_() % 6);
+    sc.data<float>()[i] = r == 0 ? -INFINITY : r == 1 ? 0.0f : r == 2 ? -0.0f
+                                  : static_cast<float>(static_cast<int>(rng_() % 5));
+  }
+  auto dsc = on_device(sc);
+  for (int64_t k : {1, 7, 45, 60}) {
+    Tensor ids = Tensor::empty(DType::kI32, {S, k});
+    auto dids = on_device(ids);
+    ASSERT_TRUE(cpu_->topk(sc, k, ids).ok());
+    ASSERT_TRUE(gpu_->topk(dsc.dev, k, dids.dev).ok());
+    expect_close("topk", ids, dids, 0);
+  }
+}
+
+TEST_F(CudaOps, MoeRouteGatherScatterPool) {
+  const int64_t S = 9, E = 16, k = 3, H = 40;
+  Tensor logits = randn({S, E}, 2.f), bias = randn({E}, 0.5f);
+  Tensor ids = Tensor::empty(DType::kI32, {S, k}), wts = Tensor::empty(DType::kF32, {S, k});
+  auto dl = on_device(logits), db = on_device(bias), dids = on_device(ids), dw = on_device(wts);
+  backend::RouterParams rp;
+  rp.top_k = k;
+  rp.routed_scaling_factor = 1.5f;
+  ASSERT_TRUE(cpu_->moe_route(logits, &bias, nullptr, rp, ids, wts).ok());
+  ASSERT_TRUE(gpu_->moe_route(dl.dev, &db.dev, nullptr, rp, dids.dev, dw.dev).ok());
+  expect_close("moe_route ids", ids, dids, 0);
+  expect_close("moe_route weights", wts, dw, 1e-6);
+  Tensor hash = randint({S, k}, 0, E - 1);
+  auto dh = on_device(hash);
+  ASSERT_TRUE(cpu_->moe_route(logits, nullptr, &hash, rp, ids, wts).ok());
+  ASSERT_TRUE(gpu_->moe_route(dl.dev, nullptr, &dh.dev, rp, dids.dev, dw.dev).ok());
+  expect_close("moe_route hash ids", ids, dids, 0);
+  expect_close("moe_route hash weights", wts, dw, 1e-6);
+
+  Tensor src = randn({25, H}), rows = randint({S * k}, 0, 24);
+  Tensor g = Tensor::empty(DType::kF32, {S * k, H});
+  auto dsrc = on_device(src), drows = on_device(rows), dg = on_device(g);
+  ASSERT_TRUE(cpu_->gather_rows(src, rows, g).ok());
+  ASSERT_TRUE(gpu_->gather_rows(dsrc.dev, drows.dev, dg.dev).ok());
+  expect_close("gather_rows", g, dg, 0);
+  Tensor acc = randn({25, H}), sw = randn({S * k});
+  auto dacc = on_device(acc), dsw = on_device(sw);
+  ASSERT_TRUE(cpu_->scatter_add_rows(g, rows, &sw, acc).ok());
+  ASSERT_TRUE(gpu_->scatter_add_rows(dg.dev, drows.dev, &dsw.dev, dacc.dev).ok());
+  expect_close("scatter_add_rows", acc, dacc, 1e-6);
+
+  Tensor vals = randn({5, 8, 33}), scs = randn({5, 8, 33}, 3.f), pooled = Tensor::empty(DType::kF32, {5, 33});
+  for (int i = 0; i < 33; ++i) scs.data<float>()[i] = -INFINITY;  // a -inf slot weighs 0
+  auto dvals = on_device(vals), dscs = on_device(scs), dpool = on_device(pooled);
+  ASSERT_TRUE(cpu_->softmax_pool(vals, scs, pooled).ok());
+  ASSERT_TRUE(gpu_->softmax_pool(dvals.dev, dscs.dev, dpool.dev).ok());
+  expect_close("softmax_pool", pooled, dpool, 2e-6);
+}
+
+TEST_F(CudaOps, HyperConnections) {
+  const int64_t S = 11, hc = 4, H = 50;
+  backend::HcParams p;
+  Tensor mix = randn({S, (2 + hc) * hc}), base = randn({(2 + hc) * hc}), scale = randn({3});
+  Tensor pre = Tensor::empty(DType::kF32, {S, hc}), post = Tensor::empty(DType::kF32, {S, hc}),
+         comb = Tensor::empty(DType::kF32, {S, hc, hc});
+  auto dm = on_device(mix), dbase = on_device(base), dsc = on_device(scale), dpre = on_device(pre),
+       dpost = on_device(post), dcomb = on_device(comb);
+  ASSERT_TRUE(cpu_->hc_coeffs(mix, base, scale, p, pre, &post, &comb).ok());
+  ASSERT_TRUE(gpu_->hc_coeffs(dm.dev, dbase.dev, dsc.dev, p, dpre.dev, &dpost.dev, &dcomb.dev).ok());
+  expect_close("hc_coeffs pre", pre, dpre, 1e-6);
+  expect_close("hc_coeffs post", post, dpost, 1e-6);
+  expect_close("hc_coeffs comb", comb, dcomb, 1e-5);
+  Tensor X = randn({S, hc, H}), y = randn({S, H});
+  Tensor col = Tensor::empty(DType::kF32, {S, H}), ex = Tensor::empty(DType::kF32, {S, hc, H});
+  auto dX = on_device(X), dy = on_device(y), dcol = on_device(col), dex = on_device(ex);
+  ASSERT_TRUE(cpu_->hc_collapse(X, pre, col).ok());
+  ASSERT_TRUE(gpu_->hc_collapse(dX.dev, dpre.dev, dcol.dev).ok());
+  expect_close("hc_collapse", col, dcol, 1e-6);
+  ASSERT_TRUE(cpu_->hc_expand(X, y, post, comb, ex).ok());
+  ASSERT_TRUE(gpu_->hc_expand(dX.dev, dy.dev, dpost.dev, dcomb.dev, dex.dev).ok());
+  expect_close("hc_expand", ex, dex, 1e-5);
+}
+
+TEST_F(CudaOps, EmbeddingDequantizeAddCopy) {
+  Tensor table = randn({30, 17}), tid = randint({8}, 0, 29), emb = Tensor::empty(DType::kF32, {8, 17});
+  auto dt = on_device(table), dtid = on_device(tid), demb = on_device(emb);
+  ASSERT_TRUE(cpu_->embedding(table, tid, emb).ok());
+  ASSERT_TRUE(gpu_->embedding(dt.dev, dtid.dev, demb.dev).ok());
+  expect_close("embedding", emb, demb, 0);
+  auto dbad = on_device(Tensor::from_i32({2}, {3, 30}));
+  Tensor e2 = Tensor::empty(DType::kF32, {2, 17});
+  auto de2 = on_device(e2);
+  ASSERT_TRUE(gpu_->embedding(dt.dev, dbad.dev, de2.dev).ok());
+  Status st = gpu_->synchronize();
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+
+  // FP8 block-scaled with ragged blocks and F8_E8M0 scales.
+  const int64_t N = 130, K = 200;
+  Tensor w8 = Tensor::empty(DType::kF8E4M3, {N, K});
+  for (int64_t i = 0; i < N * K; ++i) {
+    uint8_t v;
+    do v = static_cast<uint8_t>(rng_()); while ((v & 0x7F) == 0x7F);
+    w8.data<uint8_t>()[i] = v;
+  }
+  Tensor s8 = Tensor::empty(DType::kF8E8M0, {2, 2});
+  for (int i = 0; i < 4; ++i) s8.data<uint8_t>()[i] = static_cast<uint8_t>(120 + rng_() % 10);
+  Tensor deq = Tensor::empty(DType::kF32, {N, K});
+  auto dw8 = on_device(w8), ds8 = on_device(s8), ddeq = on_device(deq);
+  ASSERT_TRUE(cpu_->dequantize(w8, &s8, 128, 128, deq).ok());
+  ASSERT_TRUE(gpu_->dequantize(dw8.dev, &ds8.dev, 128, 128, ddeq.dev).ok());
+  expect_close("dequantize fp8", deq, ddeq, 0);
+  Tensor w4 = Tensor::empty(DType::kI8, {N, K / 2});
+  for (int64_t i = 0; i < N * K / 2; ++i) w4.data<uint8_t>()[i] = static_cast<uint8_t>(rng_());
+  Tensor s4 = Tensor::empty(DType::kF8E8M0, {N, (K + 31) / 32});
+  for (int64_t i = 0; i < s4.numel(); ++i) s4.data<uint8_t>()[i] = static_cast<uint8_t>(120 + rng_() % 10);
+  auto dw4 = on_device(w4), ds4 = on_device(s4);
+  ASSERT_TRUE(cpu_->dequantize(w4, &s4, 1, 32, deq).ok());
+  ASSERT_TRUE(gpu_->dequantize(dw4.dev, &ds4.dev, 1, 32, ddeq.dev).ok());
+  expect_close("dequantize fp4", deq, ddeq, 0);
+
+  Tensor a = randn({6, 7}), b = randn({6, 7}), c = Tensor::empty(DType::kF32, {6, 7});
+  auto da = on_device(a), db = on_device(b), dc = on_device(c);
+  ASSERT_TRUE(cpu_->add(a, b, c).ok());
+  ASSERT_TRUE(gpu_->add(da.dev, db.dev, dc.dev).ok());
+  expect_close("add", c, dc, 0);
+  ASSERT_TRUE(gpu_->copy(da.dev, dc.dev).ok());
+  expect_close("copy", a, dc, 0);
+  // Host-side shape checks name the op and the argument.
+  Tensor bad = Tensor::empty(DType::kF32, {6, 8});
+  auto dbadt = on_device(bad);
+  Status s2 = gpu_->add(da.dev, dbadt.dev, dc.dev);
+  EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s2.message().find("add"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
