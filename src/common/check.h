@@ -11,6 +11,7 @@ namespace deepinfer::detail {
 class CheckFailure {
  public:
   CheckFailure(const char* file, int line, const char* condition);
+  CheckFailure(const CheckFailure&) = delete;
   [[noreturn]] ~CheckFailure();
   template <typename T>
   CheckFailure& operator<<(const T& v) {
@@ -24,7 +25,7 @@ class CheckFailure {
 
 // Lets `DI_CHECK(c) << x;` compile to nothing when c holds.
 struct CheckVoidify {
-  void operator&(CheckFailure&) {}
+  void operator&(const CheckFailure&) {}
 };
 
 }  // namespace deepinfer::detail

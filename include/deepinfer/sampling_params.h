@@ -1,0 +1,67 @@
+// SamplingParams: how one request's tokens are drawn and when generation stops. Shaped like vLLM's
+// `SamplingParams` (same field names and defaults where a user would expect them).
+//
+//   SamplingParams p;            // greedy-free defaults: temperature 1, no filtering, 16 tokens
+//   p.temperature = 0.7f; p.top_p = 0.9f; p.max_tokens = 128; p.stop = {"\n\n"};
+//   DI_RETURN_IF_ERROR(p.validate());
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace deepinfer {
+
+struct SamplingParams {
+  // Number of output sequences for the prompt. Each sequence has its own sequence index, which keys
+  // its random stream (see src/sample/rng.h), so seeded n > 1 requests still give n different samples.
+  int n = 1;
+
+  // --- logits processing (applied in this order; see docs/engine.md) -----------------------------
+  float repetition_penalty = 1.0f;  // HF definition, over prompt + output tokens. > 0; 1 = off
+  float presence_penalty = 0.0f;    // OpenAI definition, over output tokens. [-2, 2]; 0 = off
+  float frequency_penalty = 0.0f;   // OpenAI definition, over output tokens. [-2, 2]; 0 = off
+  std::map<int32_t, float> logit_bias;  // token id -> added to its logit (before penalties)
+  float temperature = 1.0f;  // >= 0; < 1e-5 means greedy (argmax, ties -> lowest token id)
+  int top_k = 0;             // 0 or -1 = off; otherwise >= 1
+  float top_p = 1.0f;        // (0, 1]; 1 = off
+  float min_p = 0.0f;        // [0, 1]; 0 = off
+  // Random seed of this request. Without one, the engine derives a seed from its own --seed and the
+  // request's arrival index (deterministic per engine run).
+  std::optional<uint64_t> seed;
+
+  // --- stopping -----------------------------------------------------------------------------------
+  std::vector<std::string> stop;         // stop strings, matched over the detokenized output text
+  std::vector<int32_t> stop_token_ids;   // any of these ends the sequence (the token is kept)
+  bool include_stop_str_in_output = false;
+  bool ignore_eos = false;               // keep generating past the model's EOS token
+  std::optional<int> max_tokens = 16;    // output tokens at most; nullopt = up to max_model_len
+  int min_tokens = 0;                    // EOS and stop_token_ids are suppressed until this many
+
+  // --- outputs ------------------------------------------------------------------------------------
+  // Number of top log-probabilities to return per output token (the sampled token's logprob is
+  // always returned when set). nullopt = none. Values are of the raw model logits (vLLM's default
+  // `logprobs_mode=raw_logprobs`), see src/sample/sampler.h.
+  std::optional<int> logprobs;
+  bool detokenize = true;
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
+
+  static constexpr float kGreedyEpsilon = 1e-5f;  // temperature below this is greedy (vLLM _SAMPLING_EPS)
+  static constexpr int kMaxLogprobs = 20;         // like OpenAI's top_logprobs limit
+
+  bool is_greedy() const { return temperature < kGreedyEpsilon; }
+
+  // Checks every field against its allowed range; the message names the field, the value given and
+  // the range, e.g. "SamplingParams.top_p must be in (0, 1], got 1.5".
+  Status validate() const;
+  // validate() plus the checks that need the vocabulary size (token ids in logit_bias and
+  // stop_token_ids must be < vocab_size).
+  Status validate_for_vocab(int64_t vocab_size) const;
+};
+
+}  // namespace deepinfer
