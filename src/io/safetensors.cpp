@@ -21,7 +21,7 @@ using json = nlohmann::ordered_json;
 // The reference implementation refuses headers past 100 MB; a real header is a few MB at most.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
-std::string quoted(std::string_view s) {
+std::string show_name(std::string_view s) {
   // Names come from untrusted files: keep messages printable and bounded.
   std::string out = "'";
   for (size_t i = 0; i < s.size() && i < 200; ++i) {
@@ -48,7 +48,7 @@ Status bad(const std::string& file, const std::string& what) {
   return DataLoss("safetensors file '" + file + "': " + what);
 }
 Status bad_tensor(const std::string& file, std::string_view tensor, const std::string& what) {
-  return DataLoss("safetensors file '" + file + "', tensor " + quoted(tensor) + ": " + what);
+  return DataLoss("safetensors file '" + file + "', tensor " + show_name(tensor) + ": " + what);
 }
 
 Status parse_metadata(const json& value, const std::string& file,
@@ -59,8 +59,8 @@ Status parse_metadata(const json& value, const std::string& file,
   }
   for (const auto& [k, v] : value.items()) {
     if (!v.is_string()) {
-      return bad(file, "\"__metadata__\" value of key " + quoted(k) +
-                           " must be a string, got " + std::string(v.type_name()));
+      return bad(file, "\"__metadata__\" value of key " + show_name(k) + " must be a string, got " +
+                           std::string(v.type_name()));
     }
     if (metadata) (*metadata)[k] = v.get<std::string>();
   }
@@ -70,13 +70,15 @@ Status parse_metadata(const json& value, const std::string& file,
 StatusOr<TensorInfo> parse_entry(const std::string& name, const json& entry, uint64_t data_size,
                                  const std::string& file) {
   if (!entry.is_object()) {
-    return bad_tensor(file, name, "entry must be an object with dtype, shape, data_offsets, got " +
-                                      std::string(entry.type_name()));
+    return bad_tensor(file, name,
+                      "entry must be an object with dtype, shape, data_offsets, got " +
+                          std::string(entry.type_name()));
   }
   for (const auto& [k, v] : entry.items()) {
     if (k != "dtype" && k != "shape" && k != "data_offsets") {
-      return bad_tensor(file, name, "unexpected key " + quoted(k) +
-                                        " (expected only dtype, shape, data_offsets)");
+      return bad_tensor(
+          file, name,
+          "unexpected key " + show_name(k) + " (expected only dtype, shape, data_offsets)");
     }
   }
   TensorInfo t;
@@ -90,9 +92,10 @@ StatusOr<TensorInfo> parse_entry(const std::string& name, const json& entry, uin
   const auto& dtype_str = dt->get_ref<const std::string&>();
   auto dtype = dtype_from_name(dtype_str);
   if (!dtype) {
-    return bad_tensor(file, name, "unknown dtype " + quoted(dtype_str) +
-                                      " (expected one of F64, F32, F16, BF16, F8_E4M3, F8_E5M2, "
-                                      "F8_E8M0, F4, I64, I32, I16, I8, U64, U32, U16, U8, BOOL)");
+    return bad_tensor(file, name,
+                      "unknown dtype " + show_name(dtype_str) +
+                          " (expected one of F64, F32, F16, BF16, F8_E4M3, F8_E5M2, "
+                          "F8_E8M0, F4, I64, I32, I16, I8, U64, U32, U16, U8, BOOL)");
   }
   t.dtype = *dtype;
 
@@ -103,10 +106,11 @@ StatusOr<TensorInfo> parse_entry(const std::string& name, const json& entry, uin
   uint64_t numel = 1;
   bool overflow = false;
   for (const auto& d : *sh) {
-    if (!d.is_number_integer() || (d.is_number_integer() && !d.is_number_unsigned() &&
-                                   d.get<int64_t>() < 0)) {
-      return bad_tensor(file, name, "shape " + d.dump() + " entry in " + sh->dump() +
-                                        " is not a non-negative integer");
+    if (!d.is_number_integer() ||
+        (d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0)) {
+      return bad_tensor(
+          file, name,
+          "shape " + d.dump() + " entry in " + sh->dump() + " is not a non-negative integer");
     }
     const uint64_t v = d.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -126,29 +130,30 @@ StatusOr<TensorInfo> parse_entry(const std::string& name, const json& entry, uin
   auto off = entry.find("data_offsets");
   if (off == entry.end() || !off->is_array() || off->size() != 2 ||
       !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned()) {
-    return bad_tensor(file, name, "\"data_offsets\" must be [begin, end] of non-negative integers" +
-                                      (off == entry.end() ? std::string(", missing")
-                                                          : ", got " + off->dump()));
+    return bad_tensor(file, name,
+                      "\"data_offsets\" must be [begin, end] of non-negative integers" +
+                          (off == entry.end() ? std::string(", missing") : ", got " + off->dump()));
   }
   t.data_begin = (*off)[0].get<uint64_t>();
   t.data_end = (*off)[1].get<uint64_t>();
   if (t.data_begin > t.data_end) {
-    return bad_tensor(file, name, "data_offsets [" + std::to_string(t.data_begin) + ", " +
-                                      std::to_string(t.data_end) + "] has begin > end");
+    return bad_tensor(file, name,
+                      "data_offsets [" + std::to_string(t.data_begin) + ", " +
+                          std::to_string(t.data_end) + "] has begin > end");
   }
   if (t.data_end > data_size) {
-    return bad_tensor(file, name, "data_offsets [" + std::to_string(t.data_begin) + ", " +
-                                      std::to_string(t.data_end) +
-                                      "] run past the end of the data section (" +
-                                      std::to_string(data_size) +
-                                      " bytes): file truncated or header corrupt");
+    return bad_tensor(file, name,
+                      "data_offsets [" + std::to_string(t.data_begin) + ", " +
+                          std::to_string(t.data_end) + "] run past the end of the data section (" +
+                          std::to_string(data_size) + " bytes): file truncated or header corrupt");
   }
   t.nbytes = t.data_end - t.data_begin;
   const uint64_t expected = dtype_bytes(t.dtype, numel);
   if (expected != t.nbytes) {
-    return bad_tensor(file, name, "shape " + shape_string(t.shape) + " x " +
-                                      dtype_name(t.dtype) + " needs " + std::to_string(expected) +
-                                      " bytes but data_offsets span " + std::to_string(t.nbytes));
+    return bad_tensor(file, name,
+                      "shape " + shape_string(t.shape) + " x " + dtype_name(t.dtype) + " needs " +
+                          std::to_string(expected) + " bytes but data_offsets span " +
+                          std::to_string(t.nbytes));
   }
   return t;
 }
@@ -189,7 +194,7 @@ StatusOr<std::vector<TensorInfo>> parse_safetensors_header(
   if (!header.is_object()) {
     return bad(file, "header must be a JSON object, got " + std::string(header.type_name()));
   }
-  if (!duplicate.empty()) return bad(file, "header has duplicate key " + quoted(duplicate));
+  if (!duplicate.empty()) return bad(file, "header has duplicate key " + show_name(duplicate));
 
   std::vector<TensorInfo> tensors;
   tensors.reserve(header.size());
@@ -207,24 +212,25 @@ StatusOr<std::vector<TensorInfo>> parse_safetensors_header(
   std::vector<const TensorInfo*> by_offset;
   by_offset.reserve(tensors.size());
   for (const auto& t : tensors) by_offset.push_back(&t);
-  std::stable_sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->data_begin != b->data_begin ? a->data_begin < b->data_begin
-                                          : a->data_end < b->data_end;
-  });
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+                   [](const TensorInfo* a, const TensorInfo* b) {
+                     return a->data_begin != b->data_begin ? a->data_begin < b->data_begin
+                                                           : a->data_end < b->data_end;
+                   });
   uint64_t pos = 0;
   const TensorInfo* prev = nullptr;
   for (const TensorInfo* t : by_offset) {
     if (t->data_begin < pos) {
-      return bad_tensor(file, t->name, "data_offsets [" + std::to_string(t->data_begin) + ", " +
-                                           std::to_string(t->data_end) + "] overlap tensor " +
-                                           quoted(prev->name) + " which ends at " +
-                                           std::to_string(pos));
+      return bad_tensor(file, t->name,
+                        "data_offsets [" + std::to_string(t->data_begin) + ", " +
+                            std::to_string(t->data_end) + "] overlap tensor " +
+                            show_name(prev->name) + " which ends at " + std::to_string(pos));
     }
     if (t->data_begin > pos) {
-      return bad_tensor(file, t->name, "data_offsets begin at " + std::to_string(t->data_begin) +
-                                           " but the previous tensor ends at " +
-                                           std::to_string(pos) +
-                                           " (the data section must have no holes)");
+      return bad_tensor(file, t->name,
+                        "data_offsets begin at " + std::to_string(t->data_begin) +
+                            " but the previous tensor ends at " + std::to_string(pos) +
+                            " (the data section must have no holes)");
     }
     pos = t->data_end;
     prev = t;

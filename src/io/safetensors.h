@@ -33,10 +33,10 @@ struct TensorInfo {
                                   // padded the header to 8 bytes (HF writers and ours do): the
                                   // format does not promise it, so read unaligned-safely (memcpy)
   uint64_t nbytes = 0;
-  std::string file;               // path of the file it lives in (for error messages)
-  uint64_t data_begin = 0;        // offsets within the data section, as in the header
+  std::string file;         // path of the file it lives in (for error messages)
+  uint64_t data_begin = 0;  // offsets within the data section, as in the header
   uint64_t data_end = 0;
-  int64_t numel() const;          // product of shape (1 for a scalar [])
+  int64_t numel() const;  // product of shape (1 for a scalar [])
 };
 
 // Read-only memory map of a whole file (RAII).

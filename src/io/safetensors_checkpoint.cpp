@@ -22,11 +22,14 @@ constexpr const char* kSingleName = "model.safetensors";
 Status check_shard_name(const std::string& shard, const std::string& tensor,
                         const std::string& index_path) {
   std::string why;
-  if (shard.empty()) why = "is empty";
-  else if (shard == "." || shard == "..") why = "is not a file name";
+  if (shard.empty())
+    why = "is empty";
+  else if (shard == "." || shard == "..")
+    why = "is not a file name";
   else if (shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos)
     why = "contains a path separator (shards must be plain file names in the same directory)";
-  else if (shard.find('\0') != std::string::npos) why = "contains a NUL byte";
+  else if (shard.find('\0') != std::string::npos)
+    why = "contains a NUL byte";
   if (why.empty()) return OkStatus();
   return InvalidArgument("index '" + index_path + "': shard file name '" + shard +
                          "' for tensor '" + tensor + "' " + why);
@@ -92,8 +95,10 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir_or
     }
   } else {
     ckpt->directory_ = arg.has_parent_path() ? arg.parent_path().string() : std::string(".");
-    if (arg.extension() == ".json") index_path = arg;
-    else single_files.push_back(arg.string());
+    if (arg.extension() == ".json")
+      index_path = arg;
+    else
+      single_files.push_back(arg.string());
   }
 
   std::unordered_map<std::string, const TensorInfo*> by_name;
@@ -143,8 +148,8 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir_or
     }
     for (const auto& [name, t] : by_name) {
       if (!listed.count(name)) {
-        return DataLoss("shard '" + t->file + "' contains tensor '" + name +
-                        "' which index '" + ipath + "' does not list");
+        return DataLoss("shard '" + t->file + "' contains tensor '" + name + "' which index '" +
+                        ipath + "' does not list");
       }
     }
   } else {

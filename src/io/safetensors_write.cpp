@@ -18,7 +18,9 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   for (const auto& t : tensors) {
     uint64_t numel = 1;
     for (int64_t d : t.shape) {
-      if (d < 0) return InvalidArgument("write_safetensors: tensor '" + t.name + "' has a negative dimension");
+      if (d < 0)
+        return InvalidArgument("write_safetensors: tensor '" + t.name +
+                               "' has a negative dimension");
       numel *= static_cast<uint64_t>(d);
     }
     const uint64_t need = dtype_bytes(t.dtype, numel);
@@ -40,11 +42,13 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return NotFound("write_safetensors: cannot create '" + path + "'");
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (const auto& t : tensors) {
-    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    out.write(reinterpret_cast<const char*>(t.bytes.data()),
+              static_cast<std::streamsize>(t.bytes.size()));
   }
   out.close();
   if (!out) return DataLoss("write_safetensors: error writing '" + path + "'");
