@@ -65,7 +65,7 @@ def quantise_fp8(w: torch.Tensor):
     """w [out, in] fp32 -> (e4m3 [out, in], e8m0 scales [ceil(out/128), ceil(in/128)], dequantised fp32)."""
     out_dim, in_dim = w.shape
     bo, bi = -(-out_dim // FP8_BLOCK), -(-in_dim // FP8_BLOCK)
-    padded = torch.zeros(bo * FP8_BLOCK, bi * FP8_BLOCK)
+    padded = torch.zeros(bo * FP8_BLOCK, bi * FP8_BLOCK, device=w.device)  # w may live on a GPU (make_bench_model.py)
     padded[:out_dim, :in_dim] = w
     amax = padded.abs().view(bo, FP8_BLOCK, bi, FP8_BLOCK).amax(dim=(1, 3))
     e = _pow2_exponent(amax, E4M3_MAX)
@@ -85,11 +85,12 @@ def quantise_fp4(w: torch.Tensor):
     groups = w.view(out_dim, in_dim // FP4_GROUP, FP4_GROUP)
     e = _pow2_exponent(groups.abs().amax(dim=2), 6.0)
     x = groups / torch.exp2(e)[..., None]
-    mag = torch.argmin((x.abs()[..., None] - E2M1_GRID).abs(), dim=-1)  # ties -> smaller magnitude
+    grid = E2M1_GRID.to(w.device)
+    mag = torch.argmin((x.abs()[..., None] - grid).abs(), dim=-1)  # ties -> smaller magnitude
     sign = (x < 0) & (mag > 0)
     code = (mag | (sign.long() << 3)).view(out_dim, in_dim).to(torch.uint8)
     packed = (code[:, 0::2] | (code[:, 1::2] << 4)).view(torch.int8)
-    deq = (E2M1_GRID[mag] * torch.where(sign, -1.0, 1.0) * torch.exp2(e)[..., None]).view(out_dim, in_dim)
+    deq = (grid[mag] * torch.where(sign, -1.0, 1.0) * torch.exp2(e)[..., None]).view(out_dim, in_dim)
     s = (e + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
     return packed, s, deq
 

@@ -1,0 +1,79 @@
+// The engine: one loop of schedule → execute → sample → update (STYLE.md 2). The offline `LLM`
+// (llm.h) and the server are thin clients of it.
+//
+//   DI_ASSIGN_OR_RETURN(auto engine, Engine::create(config));
+//   DI_RETURN_IF_ERROR(engine->add_request("a", {1, 15043, 29892}, params));
+//   while (engine->has_unfinished_requests()) {
+//     DI_ASSIGN_OR_RETURN(auto outputs, engine->step());   // finished requests of this step
+//   }
+//
+// A bad request (invalid params, prompt too long or empty, token outside the vocabulary) is
+// refused by add_request with a Status naming what was wrong; the engine and the other requests
+// go on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "deepinfer/outputs.h"
+#include "deepinfer/sampling_params.h"
+
+namespace deepinfer {
+
+namespace tokenizer { class Tokenizer; }
+
+struct EngineConfig {
+  std::string model;              // local model directory, or a Hub id resolved via the HF cache
+  std::string tokenizer;          // default: the model's directory
+  int max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 8192;
+  int64_t max_model_len = 0;      // 0 = the model's max_position_embeddings
+  int64_t kv_cache_memory = int64_t{1} << 30;  // bytes of cache state on the CPU (--kv-cache-memory)
+  int block_size = 16;            // window rows per cache block (vLLM's --block-size)
+  int compressed_entries_per_block = 64;  // CSA/HCA compressed entries per cache block
+  uint64_t seed = 0;              // engine seed; unseeded requests derive theirs from it
+  std::string device = "cpu";     // only the CPU backend runs whole models so far
+
+  Status validate() const;
+};
+
+struct EngineStats {
+  int64_t num_steps = 0;
+  int64_t num_prompt_tokens = 0;      // computed prompt tokens (recomputation included)
+  int64_t num_generated_tokens = 0;
+  int64_t num_preemptions = 0;
+  std::string kv_summary;             // pool sizes per kind of state
+};
+
+class Engine {
+ public:
+  static StatusOr<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+
+  // Queues a request; with params.n > 1 it runs as n sequences reported together.
+  Status add_request(const std::string& request_id, std::vector<int32_t> prompt_token_ids,
+                     const SamplingParams& params, int priority = 0);
+  // Encodes `prompt` with the model's tokenizer (BOS as tokenizer_config says) and queues it.
+  Status add_request(const std::string& request_id, const std::string& prompt,
+                     const SamplingParams& params, int priority = 0);
+  // One engine step. Returns the requests that finished in it (all their sequences done).
+  StatusOr<std::vector<RequestOutput>> step();
+  // Ends a request; its partial output is returned by the next step() with finish_reason "abort".
+  void abort_request(const std::string& request_id);
+  bool has_unfinished_requests() const;
+
+  const tokenizer::Tokenizer* tokenizer() const;
+  const EngineConfig& config() const;
+  EngineStats stats() const;
+  std::string model_dir() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,218 @@
+// End-to-end engine tests on the real trained tiny DeepSeek-V4 (tests/data/models/
+// deepseek-v4-tiny-stories) and stories260K: exact greedy tokens against the reference, batched =
+// alone under preemption, seeded sampling independent of the batch, bad requests failing alone.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "deepinfer/llm.h"
+#include "common/logging.h"
+#include "io/safetensors.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer {
+namespace {
+
+// The engine logs its pool plan at info level on every create; the budget search makes dozens.
+const bool kQuietLogs = (set_log_level(LogLevel::kWarning), true);
+
+const char* kTinyV4 = "tests/data/models/deepseek-v4-tiny-stories";
+const char* kStories260K = "tests/data/models/stories260K/hf";
+
+std::vector<int32_t> read_ids(const io::SafetensorsFile& f, const std::string& name) {
+  const io::TensorInfo* t = f.find(name);
+  EXPECT_NE(t, nullptr) << name;
+  if (t == nullptr) return {};
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    int64_t v;
+    std::memcpy(&v, t->data + 8 * i, 8);  // int64 in the reference file
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return out;
+}
+
+std::unique_ptr<LLM> make_llm(const std::string& model, int64_t kv_bytes = int64_t{256} << 20,
+                              int max_num_seqs = 64, int64_t max_model_len = 0,
+                              int64_t max_batched = 8192) {
+  EngineConfig cfg;
+  cfg.model = model;
+  cfg.kv_cache_memory = kv_bytes;
+  cfg.max_num_seqs = max_num_seqs;
+  cfg.max_model_len = max_model_len;
+  cfg.max_num_batched_tokens = max_batched;
+  auto llm = LLM::create(cfg);
+  EXPECT_TRUE(llm.ok()) << llm.status().to_string();
+  return llm.ok() ? std::move(llm).value() : nullptr;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+TEST(Engine, TinyStoriesGreedyMatchesReference) {
+  auto ref = io::SafetensorsFile::open(std::string(kTinyV4) + "/reference_outputs.safetensors");
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  auto llm = make_llm(kTinyV4);
+  ASSERT_TRUE(llm);
+  std::vector<std::vector<int32_t>> prompts, expected;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(read_ids(**ref, "prompt" + std::to_string(i) + ".ids"));
+    expected.push_back(read_ids(**ref, "prompt" + std::to_string(i) + ".greedy"));
+  }
+  auto outs = llm->generate(prompts, greedy(static_cast<int>(expected[0].size())));
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ((*outs)[i].outputs.size(), 1u);
+    EXPECT_EQ((*outs)[i].outputs[0].token_ids, expected[i]) << "prompt " << i;
+    EXPECT_EQ((*outs)[i].outputs[0].finish_reason, "length");
+  }
+  // The text is the tokenizer's decode of the tokens: real English.
+  EXPECT_NE((*outs)[0].outputs[0].text.find(' '), std::string::npos);
+}
+
+// 40 requests of mixed lengths under a cache budget so tight that requests are preempted and
+// recomputed: every greedy output equals the same request run alone.
+void check_batched_equals_alone(const std::string& model, uint32_t seed) {
+  SCOPED_TRACE(model + " seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto alone_llm = make_llm(model);
+  ASSERT_TRUE(alone_llm);
+  const auto* tok = alone_llm->engine().tokenizer();
+  const int vocab = tok->vocab_size();
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<int32_t> p{1};  // BOS of both tiny models
+    const int len = 1 + static_cast<int>(rng() % 60);
+    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
+    prompts.push_back(p);
+    params.push_back(greedy(4 + static_cast<int>(rng() % 28)));
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto o = alone_llm->generate(std::vector<std::vector<int32_t>>{prompts[i]}, params[i]);
+    ASSERT_TRUE(o.ok());
+    alone.push_back((*o)[0].outputs[0].token_ids);
+  }
+  // The smallest budget the engine accepts for max_model_len 128 (binary search): so tight that
+  // the requests cannot all hold their cache at once.
+  auto make = [&](int64_t budget) -> std::unique_ptr<LLM> {
+    EngineConfig cfg;
+    cfg.model = model;
+    cfg.kv_cache_memory = budget;
+    cfg.max_num_seqs = 32;
+    cfg.max_model_len = 128;
+    cfg.max_num_batched_tokens = 512;
+    cfg.block_size = 8;
+    cfg.compressed_entries_per_block = 2;  // small blocks: decode keeps asking for more
+    auto l = LLM::create(cfg);
+    return l.ok() ? std::move(l).value() : nullptr;
+  };
+  int64_t lo = 1 << 10, hi = int64_t{1} << 30;  // make(lo) fails, make(hi) succeeds
+  while (hi - lo > 1024) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (make(mid) ? hi : lo) = mid;
+  }
+  std::unique_ptr<LLM> batched = make(hi);
+  ASSERT_TRUE(batched);
+  auto outs = batched->generate(prompts, params);
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE((*outs)[i].error.empty()) << (*outs)[i].error;
+    EXPECT_EQ((*outs)[i].outputs[0].token_ids, alone[i]) << "request " << i;
+  }
+  EXPECT_GT(batched->engine().stats().num_preemptions, 0) << "the budget was meant to force preemption";
+}
+
+TEST(Engine, BatchedEqualsAloneWithPreemptionTinyV4) {
+  check_batched_equals_alone(kTinyV4, std::random_device{}());
+}
+
+TEST(Engine, BatchedEqualsAloneWithPreemptionStories260K) {
+  check_batched_equals_alone(kStories260K, std::random_device{}());
+}
+
+TEST(Engine, SeededSamplingIndependentOfBatch) {
+  auto llm = make_llm(kTinyV4);
+  ASSERT_TRUE(llm);
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.top_k = 50;
+  p.max_tokens = 20;
+  p.seed = 1234;
+  const std::vector<int32_t> prompt{1, 400, 80, 100};
+  auto alone = llm->generate(std::vector<std::vector<int32_t>>{prompt}, p);
+  ASSERT_TRUE(alone.ok());
+  std::vector<std::vector<int32_t>> batch;
+  std::vector<SamplingParams> ps;
+  for (int i = 0; i < 9; ++i) {
+    batch.push_back({1, static_cast<int32_t>(30 + i), 200});
+    SamplingParams q = p;
+    q.seed = 7 + i;
+    ps.push_back(q);
+  }
+  batch.insert(batch.begin() + 4, prompt);
+  ps.insert(ps.begin() + 4, p);
+  auto outs = llm->generate(batch, ps);
+  ASSERT_TRUE(outs.ok());
+  EXPECT_EQ((*outs)[4].outputs[0].token_ids, (*alone)[0].outputs[0].token_ids);
+  // n = 3 sequences of one seeded request: different samples, reported together, reproducible.
+  SamplingParams n3 = p;
+  n3.n = 3;
+  auto a = llm->generate(std::vector<std::vector<int32_t>>{prompt}, n3);
+  auto b = llm->generate(std::vector<std::vector<int32_t>>{prompt}, n3);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)[0].outputs.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*a)[0].outputs[i].token_ids, (*b)[0].outputs[i].token_ids);
+  EXPECT_NE((*a)[0].outputs[0].token_ids, (*a)[0].outputs[1].token_ids);
+}
+
+TEST(Engine, BadRequestsFailAloneWithClearErrors) {
+  auto llm = make_llm(kTinyV4, int64_t{256} << 20, 64, /*max_model_len=*/64);
+  ASSERT_TRUE(llm);
+  std::vector<std::vector<int32_t>> prompts{{1, 50, 60}, {1, 70}, std::vector<int32_t>(100, 5), {1, 999999}, {1, 80}};
+  std::vector<SamplingParams> ps(prompts.size(), greedy(8));
+  ps[1].top_p = 1.5f;  // invalid
+  auto outs = llm->generate(prompts, ps);
+  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
+  EXPECT_TRUE((*outs)[0].error.empty());
+  EXPECT_EQ((*outs)[0].outputs[0].token_ids.size(), 8u);
+  EXPECT_NE((*outs)[1].error.find("top_p"), std::string::npos) << (*outs)[1].error;
+  EXPECT_NE((*outs)[2].error.find("max_model_len"), std::string::npos) << (*outs)[2].error;
+  EXPECT_FALSE((*outs)[3].error.empty());  // token id outside the vocabulary
+  EXPECT_EQ((*outs)[3].outputs[0].finish_reason, "error");
+  EXPECT_TRUE((*outs)[4].error.empty());
+  EXPECT_EQ((*outs)[4].outputs[0].token_ids.size(), 8u);
+}
+
+TEST(Engine, StopStringsTruncateTheText) {
+  auto llm = make_llm(kTinyV4);
+  ASSERT_TRUE(llm);
+  auto free_run = llm->generate(std::vector<std::string>{"Once upon a time"}, greedy(40));
+  ASSERT_TRUE(free_run.ok());
+  const std::string text = (*free_run)[0].outputs[0].text;
+  ASSERT_GT(text.size(), 12u) << text;
+  // Stop at a word in the middle of the greedy text (spanning token boundaries is allowed).
+  const std::string stop = text.substr(text.size() / 2, 4);
+  SamplingParams p = greedy(40);
+  p.stop = {stop};
+  auto outs = llm->generate(std::vector<std::string>{"Once upon a time"}, p);
+  ASSERT_TRUE(outs.ok());
+  const auto& c = (*outs)[0].outputs[0];
+  EXPECT_EQ(c.finish_reason, "stop");
+  ASSERT_TRUE(c.stop_reason.has_value());
+  EXPECT_EQ(*c.stop_reason, stop);
+  EXPECT_EQ(c.text, text.substr(0, text.find(stop)));
+}
+
+}  // namespace
+}  // namespace deepinfer

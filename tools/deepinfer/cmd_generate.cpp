@@ -1,0 +1,310 @@
+// `deepinfer generate`: offline batch generation through the full engine (continuous batching,
+// chunked prefill, preemption), with vLLM's flag names.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "deepinfer/llm.h"
+#include "tokenizer/chat_dsv4.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/deepinfer/command.h"
+
+namespace deepinfer::cli {
+namespace {
+
+constexpr const char* kDefaultModel = "deepseek-ai/DeepSeek-V4.1-Flash-1017";
+
+// Per-line sampling overrides in --input JSONL use the same names as the flags (snake_case, as in
+// vLLM's SamplingParams). Unknown keys are an error, never ignored.
+Status apply_json_params(const nlohmann::json& j, SamplingParams* p) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const auto& v = it.value();
+    try {
+      if (k == "prompt" || k == "prompt_token_ids" || k == "messages" || k == "id") continue;
+      if (k == "n") p->n = v.get<int>();
+      else if (k == "temperature") p->temperature = v.get<float>();
+      else if (k == "top_p") p->top_p = v.get<float>();
+      else if (k == "top_k") p->top_k = v.get<int>();
+      else if (k == "min_p") p->min_p = v.get<float>();
+      else if (k == "seed") p->seed = v.get<uint64_t>();
+      else if (k == "max_tokens") p->max_tokens = v.get<int>();
+      else if (k == "min_tokens") p->min_tokens = v.get<int>();
+      else if (k == "stop") p->stop = v.is_string() ? std::vector<std::string>{v.get<std::string>()} : v.get<std::vector<std::string>>();
+      else if (k == "stop_token_ids") p->stop_token_ids = v.get<std::vector<int32_t>>();
+      else if (k == "ignore_eos") p->ignore_eos = v.get<bool>();
+      else if (k == "repetition_penalty") p->repetition_penalty = v.get<float>();
+      else if (k == "presence_penalty") p->presence_penalty = v.get<float>();
+      else if (k == "frequency_penalty") p->frequency_penalty = v.get<float>();
+      else if (k == "logprobs") p->logprobs = v.get<int>();
+      else if (k == "skip_special_tokens") p->skip_special_tokens = v.get<bool>();
+      else if (k == "include_stop_str_in_output") p->include_stop_str_in_output = v.get<bool>();
+      else return InvalidArgument("unknown key '" + k + "'");
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgument("key '" + k + "': " + e.what());
+    }
+  }
+  return OkStatus();
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+int run_generate(int argc, char** argv) {
+  CLI::App app{"Offline batch generation: prompts in, text and throughput out."};
+  EngineConfig cfg;
+  std::vector<std::string> prompts;
+  std::string input, output;
+  SamplingParams sp;
+  int max_tokens = 16;
+  std::optional<uint64_t> seed;
+  std::optional<int> logprobs;
+  bool quiet = false;
+  app.add_option("--model", cfg.model, "model directory or Hub id (default: $DEEPINFER_MODEL_PATH, else " + std::string(kDefaultModel) + ")");
+  app.add_option("--tokenizer", cfg.tokenizer, "tokenizer directory (default: the model's)");
+  app.add_option("--prompt", prompts, "a prompt (repeatable)");
+  app.add_option("--input", input, "JSONL: {\"prompt\"|\"prompt_token_ids\"|\"messages\": ..., optional sampling keys}");
+  app.add_option("--output", output, "JSONL results: text, token_ids, finish_reason, timings");
+  app.add_option("--max-tokens", max_tokens, "output tokens per sequence")->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature", sp.temperature, "0 = greedy");
+  app.add_option("--top-p", sp.top_p);
+  app.add_option("--top-k", sp.top_k);
+  app.add_option("--min-p", sp.min_p);
+  app.add_option("--n", sp.n, "sequences per prompt");
+  app.add_option("--seed", seed, "engine seed (requests without their own seed derive one from it)");
+  app.add_option("--stop", sp.stop, "stop string (repeatable)");
+  app.add_option("--stop-token-ids", sp.stop_token_ids);
+  app.add_flag("--ignore-eos", sp.ignore_eos);
+  app.add_option("--repetition-penalty", sp.repetition_penalty);
+  app.add_option("--presence-penalty", sp.presence_penalty);
+  app.add_option("--frequency-penalty", sp.frequency_penalty);
+  app.add_option("--logprobs", logprobs, "top log-probabilities per output token");
+  app.add_option("--max-num-seqs", cfg.max_num_seqs);
+  app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens);
+  app.add_option("--max-model-len", cfg.max_model_len, "0 = the model's max_position_embeddings");
+  app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV-cache state (CPU)");
+  app.add_option("--block-size", cfg.block_size, "window rows per cache block");
+  app.add_option("--device", cfg.device, "cpu");
+  app.add_flag("--quiet", quiet, "print only the summary");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  sp.max_tokens = max_tokens;
+  sp.logprobs = logprobs;
+  if (seed) cfg.seed = *seed;
+  if (cfg.model.empty()) cfg.model = kDefaultModel;  // DEEPINFER_MODEL_PATH overrides inside resolve
+
+  // Requests: --prompt values, then --input lines.
+  struct Item {
+    std::string prompt;
+    std::vector<int32_t> ids;
+    bool has_ids = false;
+    nlohmann::json messages;
+    SamplingParams params;
+  };
+  std::vector<Item> items;
+  for (auto& p : prompts) items.push_back({p, {}, false, nullptr, sp});
+  if (!input.empty()) {
+    std::ifstream in(input);
+    if (!in) {
+      std::fprintf(stderr, "deepinfer generate: cannot open --input '%s'\n", input.c_str());
+      return 2;
+    }
+    std::string line;
+    for (int ln = 1; std::getline(in, line); ++ln) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      Item it{"", {}, false, nullptr, sp};
+      try {
+        auto j = nlohmann::json::parse(line);
+        if (!j.is_object()) throw std::runtime_error("not a JSON object");
+        if (j.contains("prompt")) it.prompt = j["prompt"].get<std::string>();
+        else if (j.contains("prompt_token_ids")) it.ids = j["prompt_token_ids"].get<std::vector<int32_t>>(), it.has_ids = true;
+        else if (j.contains("messages")) it.messages = j["messages"];
+        else throw std::runtime_error("needs one of prompt, prompt_token_ids, messages");
+        Status st = apply_json_params(j, &it.params);
+        if (!st.ok()) throw std::runtime_error(st.message());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "deepinfer generate: %s line %d: %s\n", input.c_str(), ln, e.what());
+        return 2;
+      }
+      items.push_back(std::move(it));
+    }
+  }
+  if (items.empty()) {
+    std::fprintf(stderr, "deepinfer generate: no prompts (use --prompt or --input)\n");
+    return 2;
+  }
+
+  const auto t_load = std::chrono::steady_clock::now();
+  auto llm_or = LLM::create(cfg);
+  if (!llm_or.ok()) {
+    std::fprintf(stderr, "deepinfer generate: %s\n", llm_or.status().to_string().c_str());
+    if (llm_or.status().code() == StatusCode::kUnavailable || llm_or.status().code() == StatusCode::kNotFound) {
+      std::fprintf(stderr, "  (no local copy of '%s' and it could not be downloaded: pass --model DIR "
+                           "or set DEEPINFER_MODEL_PATH)\n", cfg.model.c_str());
+    }
+    return 1;
+  }
+  auto llm = std::move(llm_or).value();
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  const tokenizer::Tokenizer* tok = llm->engine().tokenizer();
+
+  // Everything as token ids, so prompts, ids and chat messages share one batch.
+  std::vector<std::vector<int32_t>> ids(items.size());
+  std::vector<SamplingParams> params(items.size());
+  std::vector<std::string> input_errors(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    params[i] = items[i].params;
+    if (items[i].has_ids) {
+      ids[i] = items[i].ids;
+      continue;
+    }
+    std::string text = items[i].prompt;
+    bool special = true;
+    if (!items[i].messages.is_null()) {
+      auto chat = tokenizer::apply_chat_template(items[i].messages, tokenizer::ChatOptions{});
+      if (!chat.ok()) { input_errors[i] = chat.status().to_string(); continue; }
+      text = *chat;
+      special = false;  // the encoding carries its own BOS
+    }
+    auto enc = tok->encode(text, special);
+    if (!enc.ok()) { input_errors[i] = enc.status().to_string(); continue; }
+    ids[i] = std::move(enc).value();
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tty = isatty(fileno(stderr));
+  size_t last_done = static_cast<size_t>(-1);
+  auto last_print = std::chrono::steady_clock::now();
+  auto progress = [&](size_t done, size_t total) {
+    // A TTY gets a live line (at most 10 updates/s); a log gets a line when a request finishes.
+    const auto now = std::chrono::steady_clock::now();
+    if (quiet || (tty ? now - last_print < std::chrono::milliseconds(100) && done != total
+                      : done == last_done)) {
+      return;
+    }
+    last_done = done;
+    last_print = now;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto st = llm->engine().stats();
+    std::fprintf(stderr, "%s[generate] %zu/%zu requests, %.1f output tok/s%s", tty ? "\r" : "", done,
+                 total, s > 0 ? st.num_generated_tokens / s : 0.0, tty ? "" : "\n");
+  };
+  // Requests that failed to encode still get an (error) output, in order.
+  std::vector<std::vector<int32_t>> run_ids;
+  std::vector<SamplingParams> run_params;
+  std::vector<size_t> run_index;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!input_errors[i].empty()) continue;
+    run_ids.push_back(ids[i]);
+    run_params.push_back(params[i]);
+    run_index.push_back(i);
+  }
+  std::vector<RequestOutput> outs(items.size());
+  if (!run_ids.empty()) {
+    auto res = llm->generate(run_ids, run_params, progress);
+    if (!res.ok()) {
+      std::fprintf(stderr, "\ndeepinfer generate: engine failed: %s\n", res.status().to_string().c_str());
+      return 1;
+    }
+    for (size_t j = 0; j < run_index.size(); ++j) outs[run_index[j]] = std::move((*res)[j]);
+  }
+  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet && tty) std::fprintf(stderr, "\n");
+
+  std::ofstream out_file;
+  if (!output.empty()) {
+    out_file.open(output);
+    if (!out_file) {
+      std::fprintf(stderr, "deepinfer generate: cannot write --output '%s'\n", output.c_str());
+      return 2;
+    }
+  }
+  int64_t n_prompt = 0, n_out = 0, n_failed = 0;
+  std::vector<double> ttft, tpot;
+  for (size_t i = 0; i < items.size(); ++i) {
+    RequestOutput& r = outs[i];
+    if (!input_errors[i].empty()) {
+      r.error = input_errors[i];
+      r.outputs.assign(1, CompletionOutput{});
+      r.outputs[0].finish_reason = "error";
+    }
+    const bool failed = !r.error.empty();
+    n_failed += failed;
+    n_prompt += static_cast<int64_t>(ids[i].size());
+    const double total_s = r.metrics.finished_time - r.metrics.arrival_time;
+    size_t max_len = 0;
+    for (const auto& c : r.outputs) {
+      n_out += static_cast<int64_t>(c.token_ids.size());
+      max_len = std::max(max_len, c.token_ids.size());
+    }
+    if (!failed && r.metrics.first_token_time > 0) {
+      ttft.push_back(r.metrics.ttft());
+      if (max_len > 1) tpot.push_back((r.metrics.finished_time - r.metrics.first_token_time) / (max_len - 1));
+    }
+    nlohmann::json j;
+    j["index"] = i;
+    if (failed) j["error"] = r.error;
+    nlohmann::json seqs = nlohmann::json::array();
+    for (const auto& c : r.outputs) {
+      nlohmann::json sj{{"text", c.text}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
+      if (c.stop_reason) sj["stop_reason"] = *c.stop_reason;
+      if (!c.logprobs.empty()) {
+        nlohmann::json lp = nlohmann::json::array();
+        for (const auto& t : c.logprobs) {
+          nlohmann::json top = nlohmann::json::array();
+          for (const auto& [tid, l] : t.top_logprobs) top.push_back({tid, l});
+          lp.push_back({{"token", t.token}, {"logprob", t.logprob}, {"rank", t.rank}, {"top", top}});
+        }
+        sj["logprobs"] = lp;
+      }
+      seqs.push_back(sj);
+    }
+    j["outputs"] = seqs;
+    j["prompt_tokens"] = ids[i].size();
+    j["timings"] = {{"ttft_s", r.metrics.ttft()}, {"total_s", total_s}, {"preemptions", r.metrics.num_preemptions}};
+    if (out_file) out_file << j.dump() << "\n";
+    if (!quiet) {
+      const std::string shown = items[i].has_ids ? "<" + std::to_string(ids[i].size()) + " token ids>"
+                                : !items[i].messages.is_null() ? "<chat>" : items[i].prompt;
+      if (failed) {
+        std::printf("[%zu] %s\n  ERROR: %s\n", i, shown.c_str(), r.error.c_str());
+      } else {
+        for (const auto& c : r.outputs) {
+          std::printf("[%zu%s] %s%s\n  (%zu tokens, %s)\n", i, r.outputs.size() > 1 ? ("." + std::to_string(c.index)).c_str() : "",
+                      shown.c_str(), c.text.c_str(), c.token_ids.size(), c.finish_reason.c_str());
+        }
+      }
+    }
+  }
+  const auto st = llm->engine().stats();
+  std::printf("\n=== deepinfer generate: %zu requests (%lld failed) ===\n", items.size(), static_cast<long long>(n_failed));
+  std::printf("model       %s (loaded in %.2f s)\n", llm->engine().model_dir().c_str(), load_s);
+  std::printf("tokens      %lld prompt, %lld generated in %.2f s\n", static_cast<long long>(n_prompt), static_cast<long long>(n_out), gen_s);
+  std::printf("throughput  %.1f output tok/s, %.1f total tok/s, %.2f req/s\n", gen_s > 0 ? n_out / gen_s : 0.0,
+              gen_s > 0 ? (n_prompt + n_out) / gen_s : 0.0, gen_s > 0 ? items.size() / gen_s : 0.0);
+  std::printf("TTFT        p50 %.1f ms, p99 %.1f ms\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
+  std::printf("TPOT        p50 %.2f ms, p99 %.2f ms\n", 1e3 * percentile(tpot, 0.5), 1e3 * percentile(tpot, 0.99));
+  std::printf("engine      %lld steps, %lld preemptions; kv %s\n", static_cast<long long>(st.num_steps),
+              static_cast<long long>(st.num_preemptions), st.kv_summary.c_str());
+  return n_failed > 0 && n_failed == static_cast<int64_t>(items.size()) ? 1 : 0;
+}
+
+}  // namespace
+
+DI_REGISTER_COMMAND("generate", "offline batch generation with the full engine", run_generate);
+
+}  // namespace deepinfer::cli
