@@ -66,7 +66,7 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   DI_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0])
       << "rows(" << begin << ", " << end << ") of " << describe();
   int64_t row = numel() / (shape_[0] ? shape_[0] : 1);
-  DI_CHECK(dtype_bits(dtype_) % 8 == 0 || row % 2 == 0);
+  DI_CHECK(dtype_bits(dtype_) % 8 == 0 || row % 2 == 0) << "odd fp4 row";
   Tensor t = *this;
   t.shape_[0] = end - begin;
   t.data_ = data_ + dtype_bytes(dtype_, static_cast<uint64_t>(begin * row));

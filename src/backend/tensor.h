@@ -37,7 +37,8 @@ class Tensor {
   // Borrowed: `data` must outlive every use of the tensor.
   static Tensor borrow(const void* data, DType dtype, Shape shape);
 
-  bool defined() const { return data_ != nullptr || numel() == 0; }
+  // False for a default-constructed Tensor (no shape, no data).
+  bool defined() const { return data_ != nullptr || !shape_.empty(); }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }

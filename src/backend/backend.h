@@ -1,0 +1,156 @@
+// The op interface every backend implements (STYLE.md 8): a small set of ops over contiguous
+// Tensors, each checking shapes and dtypes at entry and returning a Status. Outputs are passed in
+// (callers allocate), so an op never allocates on the hot path.
+//
+// Activations are F32 throughout. Weights reach ops as F32 (the CPU backend dequantizes
+// BF16/FP8/FP4 checkpoints once at load time with `dequantize`; see docs/model.md).
+// `supports_op(op, dtype)` says whether an op is available for a given element type of its main
+// input (the weight for matmul/embedding/dequantize, F32 otherwise); models query it at load time.
+//
+// Conventions: shapes are written next to every parameter; "[S, nH, D]" means a contiguous
+// row-major tensor. Index tensors are I32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/tensor.h"
+#include "common/status.h"
+
+namespace deepinfer::backend {
+
+enum class OpKind {
+  kDequantize,
+  kEmbedding,
+  kMatmul,
+  kRmsNorm,
+  kRope,
+  kAttention,
+  kSoftmaxPool,
+  kIndexerScores,
+  kTopK,
+  kMoeRoute,
+  kSwiglu,
+  kHcCoeffs,
+  kHcCollapse,
+  kHcExpand,
+  kGatherRows,
+  kScatterAddRows,
+  kAdd,
+  kCopy,
+};
+const char* op_name(OpKind op);
+
+enum class RopeStyle {
+  kInterleavedTrailing,  // DeepSeek: pairs (D-r+2i, D-r+2i+1), the trailing r channels rotate
+  kHalfLeading,          // HF Llama "rotate_half": pairs (i, i+r/2) over the leading r channels
+};
+
+enum class RouterScoring { kSqrtSoftplus, kSigmoid, kSoftmax };
+
+struct RouterParams {
+  RouterScoring scoring = RouterScoring::kSqrtSoftplus;
+  int64_t top_k = 1;
+  float routed_scaling_factor = 1.0f;
+  bool renormalize = true;  // w = s[idx] / (sum s[idx] + 1e-20) (HF V4 always renormalises)
+};
+
+// Parameters of the mHC (manifold-constrained hyper-connection) coefficient op.
+struct HcParams {
+  int64_t hc = 4;              // number of residual streams
+  int64_t sinkhorn_iters = 20; // >= 1
+  float hc_eps = 1e-6f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual bool supports_op(OpKind op, DType dtype = DType::kF32) const = 0;
+
+  // ---- weights ----
+  // out [N, K] F32 = dequantized w. w: F32/BF16/F16 [N, K] (scale null); F8E4M3 [N, K] with
+  // scale [ceil(N/block_rows), ceil(K/block_cols)] (F8E8M0 or F32, multiplies); F4E2M1 [N, K]
+  // or I8/U8 [N, K/2] (two codes a byte, low nibble first) with scale likewise.
+  virtual Status dequantize(const Tensor& w, const Tensor* scale, int64_t block_rows,
+                            int64_t block_cols, Tensor& out) = 0;
+  // out [S, H] = table [V, H] (F32) rows at ids [S]; an id outside [0, V) is kOutOfRange.
+  virtual Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+
+  // ---- linear algebra ----
+  // Grouped GEMM: out [M, G*N] with out[:, g*N + n] = x[:, g*K : (g+1)*K] · w[g*N + n, :].
+  // x [M, G*K] F32, w [G*N, K] F32. groups = 1 is the plain linear layer y = x · wᵀ.
+  virtual Status matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t groups = 1) = 0;
+  // out [M, N] = x / sqrt(mean(x², last axis) + eps) (· weight [N] if non-null). In-place ok.
+  virtual Status rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) = 0;
+  // In place on x [S, nh, D]: rotate r = 2·inv_freq.numel() channels of every head by angle
+  // fp32(positions[s]) · inv_freq[i] (fp32 product), cos/sin scaled by `mscale`; `inverse`
+  // negates the angle. positions [S] I32, inv_freq [r/2] F32.
+  virtual Status rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
+                      float mscale, bool inverse) = 0;
+  // out [S, nH, Dv]: for query s, head h (kv head h / (nH/nKV)), softmax over the keys listed in
+  // key_ids[key_offsets[s] .. key_offsets[s+1]) of (q[s,h]·k[j]) · scale, plus, when sinks [nH]
+  // is non-null, a sink logit sinks[h] (unscaled) in the denominator only; weights · v[j].
+  // q [S, nH, D], k [T, nKV, D], v [T, nKV, Dv] (may be the same tensor as k),
+  // key_offsets [S+1] I32, key_ids [nnz] I32. A query with no key gets zeros.
+  virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& key_offsets, const Tensor& key_ids, const Tensor* sinks,
+                           float scale, Tensor& out) = 0;
+  // out [n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c], per row and channel
+  // independently (compressor pooling). values, scores [n, L, d]; -inf scores weigh 0.
+  virtual Status softmax_pool(const Tensor& values, const Tensor& scores, Tensor& out) = 0;
+
+  // ---- Lightning indexer ----
+  // out [S, T]: out[s,t] = Σ_h (weights[s,h]·weight_scale) · relu(q[s,h]·keys[t]) · dot_scale
+  // for t < visible[s], else -inf. q [S, nI, cI], weights [S, nI], keys [T, cI], visible [S] I32.
+  virtual Status indexer_scores(const Tensor& q, const Tensor& weights, const Tensor& keys,
+                                const Tensor& visible, float weight_scale, float dot_scale,
+                                Tensor& out) = 0;
+  // ids [S, k] I32: per row the k' = min(k, T) largest scores [S, T], ordered by higher score
+  // first and, among equal scores, lower index first (deepseek-v4.md §5.5); picks whose score is
+  // -inf and slots past k' are -1.
+  virtual Status topk(const Tensor& scores, int64_t k, Tensor& ids) = 0;
+
+  // ---- MoE ----
+  // Router. logits [S, E]. Selection: top-k of score + bias (bias [E] optional, selection only;
+  // ties to the lower expert id), or, when hash_ids [S, k] I32 is given, those ids (may repeat).
+  // Weights from the unbiased scores, renormalised, times routed_scaling_factor.
+  // ids [S, k] I32, weights [S, k] F32.
+  virtual Status moe_route(const Tensor& logits, const Tensor* bias, const Tensor* hash_ids,
+                           const RouterParams& params, Tensor& ids, Tensor& weights) = 0;
+  // out [M, I] = silu(min(g, limit)) · clamp(u, -limit, limit), gate_up [M, 2I] = [g | u].
+  // limit <= 0 means no clamp.
+  virtual Status swiglu(const Tensor& gate_up, float limit, Tensor& out) = 0;
+  // out [M, H] = src [N, H] rows at ids [M].
+  virtual Status gather_rows(const Tensor& src, const Tensor& ids, Tensor& out) = 0;
+  // out[ids[i]] += weights[i] · src[i] for i in order; src [M, H], ids [M] I32, weights [M] F32
+  // (null = 1), out [N, H].
+  virtual Status scatter_add_rows(const Tensor& src, const Tensor& ids, const Tensor* weights,
+                                  Tensor& out) = 0;
+
+  // ---- manifold-constrained hyper-connections (deepseek-v4.md §3) ----
+  // mix [S, (2+hc)·hc] (site) or [S, hc] (head) = rms(flatten(X)) · fnᵀ. With scale [3]:
+  // pre [S, hc], post [S, hc], comb [S, hc, hc] (Sinkhorn-Knopp). With scale [1] (HyperHead):
+  // pre only (post/comb null).
+  virtual Status hc_coeffs(const Tensor& mix, const Tensor& base, const Tensor& scale,
+                           const HcParams& params, Tensor& pre, Tensor* post, Tensor* comb) = 0;
+  // out [S, H] = Σ_j pre[s, j] · X[s, j, :]. X [S, hc, H], pre [S, hc].
+  virtual Status hc_collapse(const Tensor& x, const Tensor& pre, Tensor& out) = 0;
+  // out [S, hc, H]: out[s,k] = post[s,k]·y[s] + Σ_j comb[s,j,k]·X[s,j]. out must not alias X.
+  virtual Status hc_expand(const Tensor& x, const Tensor& y, const Tensor& post,
+                           const Tensor& comb, Tensor& out) = 0;
+
+  // ---- elementwise / movement ----
+  virtual Status add(const Tensor& a, const Tensor& b, Tensor& out) = 0;  // same shapes, F32
+  virtual Status copy(const Tensor& src, Tensor& dst) = 0;                // same dtype and numel
+};
+
+struct CpuBackendOptions {
+  // Reference mode: single-threaded scalar loops, fp32 accumulation in plain order, no fusion.
+  // The oracle other backends (and the fast CPU mode) are tested against.
+  bool reference = false;
+  int num_threads = 0;  // fast mode: 0 = the process-wide pool (DEEPINFER_NUM_THREADS)
+};
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});
+
+}  // namespace deepinfer::backend

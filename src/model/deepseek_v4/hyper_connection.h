@@ -1,0 +1,20 @@
+// mHC sites of a decoder layer and the HyperHead (deepseek-v4.md §3), as backend op sequences.
+#pragma once
+
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::model::v4 {
+
+// HC_map (§3.1). streams [S, hc, H] -> post [S, hc], comb [S, hc, hc], collapsed [S, H].
+Status hc_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w, const Tensor& streams,
+              Tensor& post, Tensor& comb, Tensor& collapsed);
+
+// HC_expand (§3.2): out [S, hc, H] = post ⊗ y + Cᵀ·streams. y [S, H].
+Status hc_expand(backend::Backend& be, const Tensor& streams, const Tensor& y, const Tensor& post,
+                 const Tensor& comb, Tensor& out);
+
+// HyperHead (§3.3): streams [S, hc, H] -> h [S, H].
+Status hyper_head(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
+                  const Tensor& streams, Tensor& h);
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,28 @@
+#include "model/deepseek_v4/indexer.h"
+
+#include <cmath>
+
+namespace deepinfer::model::v4 {
+
+Status indexer_select(backend::Backend& be, const Dims& d, const IndexerWeights& w,
+                      const RopeTable& rope, const Tensor& q_res, const Tensor& x,
+                      const Tensor& positions, const Tensor& keys, Tensor& selected) {
+  const int64_t S = x.dim(0), T = keys.dim(0), m = w.compressor.m;
+  Tensor q_idx = Tensor::empty(DType::kF32, {S, d.nI * d.cI});  // qI = q_res · wq_bᵀ
+  DI_RETURN_IF_ERROR(be.matmul(q_res, w.wq_b, q_idx));
+  Tensor q3 = q_idx.view({S, d.nI, d.cI});
+  DI_RETURN_IF_ERROR(be.rope(q3, positions, rope.inv_freq, backend::RopeStyle::kInterleavedTrailing,
+                             rope.mscale, false));
+  Tensor head_w = Tensor::empty(DType::kF32, {S, d.nI});  // wI (scaled by nI^-½ inside the op)
+  DI_RETURN_IF_ERROR(be.matmul(x, w.weights_proj, head_w));
+  Tensor visible = Tensor::empty(DType::kI32, {S});       // entries w < ⌊(p+1)/m⌋
+  for (int64_t s = 0; s < S; ++s)
+    visible.data<int32_t>()[s] = static_cast<int32_t>((positions.data<int32_t>()[s] + 1) / m);
+  Tensor scores = Tensor::empty(DType::kF32, {S, T});
+  DI_RETURN_IF_ERROR(be.indexer_scores(q3, head_w, keys, visible,
+                                       1.0f / std::sqrt(static_cast<float>(d.nI)),
+                                       1.0f / std::sqrt(static_cast<float>(d.cI)), scores));
+  return be.topk(scores, d.topk, selected);
+}
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,13 @@
+// The MoE block (deepseek-v4.md §7): router (sqrtsoftplus; correction bias for selection only;
+// hash layers route by tid2eid[token]), clamped SwiGLU experts, one shared expert.
+#pragma once
+
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::model::v4 {
+
+// x [S, H] (= rmsw(collapsed; post_attention_layernorm)), token_ids [S] I32, y [S, H].
+Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc scoring,
+                   const MoeWeights& w, const Tensor& x, const Tensor& token_ids, Tensor& y);
+
+}  // namespace deepinfer::model::v4

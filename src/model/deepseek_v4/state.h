@@ -1,0 +1,77 @@
+// Per-sequence state of a DeepSeek-V4 model for incremental decoding (deepseek-v4.md §6):
+// per layer the sliding-window KV rows; for CSA/HCA layers the compressor tail (raw projections
+// of the open window), the CSA overlap (a-halves of the last closed window, gate already biased)
+// and the compressed entries; for CSA layers the same for the indexer's compressor (index keys).
+//
+// `DeepseekV4State` is the interface the model reads and writes through; the engine's paged
+// cache implements it later (block tables behind read_/write_/append_). `ContiguousV4State` keeps
+// everything in plain per-layer arrays.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+namespace deepinfer::model::v4 {
+
+enum class CompressorKind { kMain = 0, kIndexer = 1 };
+
+// Fixed-size per-sequence compressor bookkeeping (§6.1).
+struct CompressorTail {
+  int64_t rows = 0;                             // raw rows of the open window (< m)
+  std::vector<float> kv, gate;                  // [rows, coff·d] raw x·kv_projᵀ, x·gate_projᵀ
+  bool has_overlap = false;                     // CSA: a closed window exists
+  std::vector<float> overlap_kv, overlap_gate;  // [m, d] a-halves; gate with position bias added
+};
+
+class DeepseekV4State : public SequenceState {
+ public:
+  // Window rows of `layer`: kv rows (after norm and rope) of the last min(num_tokens, W−1)
+  // positions, oldest first.
+  virtual int64_t window_rows(int layer) const = 0;
+  virtual Status read_window(int layer, Tensor& out) const = 0;     // out [window_rows, D]
+  virtual Status write_window(int layer, const Tensor& rows) = 0;   // rows [n ≤ W−1, D]; replaces
+  // Compressed entries (kMain: K_w [T, D]; kIndexer: J_w [T, cI]).
+  virtual int64_t num_entries(int layer, CompressorKind kind) const = 0;
+  virtual Status read_entries(int layer, CompressorKind kind, Tensor& out) const = 0;  // [T, d]
+  virtual Status append_entries(int layer, CompressorKind kind, const Tensor& rows) = 0;  // [n, d]
+  virtual CompressorTail& tail(int layer, CompressorKind kind) = 0;
+  // Marks n more tokens consumed (after every layer has been updated).
+  virtual void advance(int64_t n) = 0;
+};
+
+// Dimensions the contiguous state needs.
+struct StateDims {
+  int64_t num_layers = 0;
+  int64_t window = 0;        // W
+  int64_t head_dim = 0;      // D
+  int64_t index_head_dim = 0;  // cI
+};
+
+class ContiguousV4State final : public DeepseekV4State {
+ public:
+  explicit ContiguousV4State(const StateDims& dims);
+  int64_t num_tokens() const override { return num_tokens_; }
+  int64_t window_rows(int layer) const override;
+  Status read_window(int layer, Tensor& out) const override;
+  Status write_window(int layer, const Tensor& rows) override;
+  int64_t num_entries(int layer, CompressorKind kind) const override;
+  Status read_entries(int layer, CompressorKind kind, Tensor& out) const override;
+  Status append_entries(int layer, CompressorKind kind, const Tensor& rows) override;
+  CompressorTail& tail(int layer, CompressorKind kind) override;
+  void advance(int64_t n) override { num_tokens_ += n; }
+
+ private:
+  struct Layer {
+    std::vector<float> window;  // [rows, D]
+    std::vector<float> entries[2];
+    CompressorTail tails[2];
+  };
+  Status check_layer(int layer) const;
+  StateDims dims_;
+  int64_t num_tokens_ = 0;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace deepinfer::model::v4

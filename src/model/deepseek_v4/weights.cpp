@@ -1,0 +1,138 @@
+// Loads DeepSeek-V4 weights by their canonical names (io/weight_registry.h maps DeepSeek's and
+// HF's spellings, deepseek-v4.md §8.2–8.3), dequantized to F32; experts fused as [E, 2I, H].
+#include <cstring>
+#include <string>
+
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::model::v4 {
+
+Dims dims_from_config(const io::DeepseekV4Config& c) {
+  Dims d{};
+  d.H = c.hidden_size; d.V = c.vocab_size; d.L = c.num_hidden_layers;
+  d.nH = c.num_attention_heads; d.D = c.head_dim; d.r = c.qk_rope_head_dim; d.Rq = c.q_lora_rank;
+  d.G = c.o_groups; d.Ro = c.o_lora_rank; d.W = c.sliding_window; d.nI = c.index_n_heads;
+  d.cI = c.index_head_dim; d.topk = c.index_topk; d.hc = c.hc_mult;
+  d.sinkhorn_iters = c.hc_sinkhorn_iters; d.E = c.n_routed_experts; d.k = c.num_experts_per_tok;
+  d.I = c.moe_intermediate_size;
+  d.eps = static_cast<float>(c.rms_norm_eps); d.hc_eps = static_cast<float>(c.hc_eps);
+  d.swiglu_limit = static_cast<float>(c.swiglu_limit);
+  d.routed_scaling = static_cast<float>(c.routed_scaling_factor);
+  return d;
+}
+
+namespace {
+
+Tensor cat_rows(const Tensor& a, const Tensor& b) {  // [n1, K] ++ [n2, K]
+  Tensor out = Tensor::empty(DType::kF32, {a.dim(0) + b.dim(0), a.dim(1)});
+  std::memcpy(out.data<float>(), a.data<float>(), a.nbytes());
+  std::memcpy(out.data<float>() + a.numel(), b.data<float>(), b.nbytes());
+  return out;
+}
+
+// Canonical names: io/weight_registry.h.
+Status load_hc(WeightLoader& w, const std::string& prefix, int64_t rows, int64_t cols, bool head,
+               HcSiteWeights& out) {
+  DI_ASSIGN_OR_RETURN(out.fn, w.load(prefix + "fn", {rows, cols}));
+  DI_ASSIGN_OR_RETURN(out.base, w.load(prefix + "base", {rows}));
+  DI_ASSIGN_OR_RETURN(out.scale, w.load(prefix + "scale", {head ? 1 : 3}));
+  return OkStatus();
+}
+
+Status load_compressor(WeightLoader& w, const std::string& prefix, int64_t m, int64_t coff,
+                       int64_t d, int64_t H, CompressorWeights& c) {
+  c.m = m; c.coff = coff; c.d = d;
+  DI_ASSIGN_OR_RETURN(c.wkv, w.load(prefix + "wkv", {coff * d, H}));
+  DI_ASSIGN_OR_RETURN(c.wgate, w.load(prefix + "wgate", {coff * d, H}));
+  DI_ASSIGN_OR_RETURN(c.ape, w.load(prefix + "ape", {m, coff * d}));
+  DI_ASSIGN_OR_RETURN(c.norm, w.load(prefix + "norm", {d}));
+  return OkStatus();
+}
+
+Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w, int64_t i,
+                  LayerWeights& lw) {
+  const std::string L = "layers." + std::to_string(i) + ".";
+  const int64_t mix = (2 + d.hc) * d.hc;
+  DI_RETURN_IF_ERROR(load_hc(w, L + "hc_attn.", mix, d.hc * d.H, false, lw.attn_hc));
+  DI_RETURN_IF_ERROR(load_hc(w, L + "hc_ffn.", mix, d.hc * d.H, false, lw.ffn_hc));
+  DI_ASSIGN_OR_RETURN(lw.attn_norm, w.load(L + "attn_norm", {d.H}));
+  DI_ASSIGN_OR_RETURN(lw.ffn_norm, w.load(L + "ffn_norm", {d.H}));
+
+  AttentionWeights& a = lw.attn;
+  a.type = c.layer_types[i];
+  const std::string A = L + "attn.";
+  DI_ASSIGN_OR_RETURN(a.wq_a, w.load(A + "wq_a", {d.Rq, d.H}));
+  DI_ASSIGN_OR_RETURN(a.q_norm, w.load(A + "q_norm", {d.Rq}));
+  DI_ASSIGN_OR_RETURN(a.wq_b, w.load(A + "wq_b", {d.nH * d.D, d.Rq}));
+  DI_ASSIGN_OR_RETURN(a.wkv, w.load(A + "wkv", {d.D, d.H}));
+  DI_ASSIGN_OR_RETURN(a.kv_norm, w.load(A + "kv_norm", {d.D}));
+  DI_ASSIGN_OR_RETURN(a.wo_a, w.load(A + "wo_a", {d.G * d.Ro, d.nH * d.D / d.G}));
+  DI_ASSIGN_OR_RETURN(a.wo_b, w.load(A + "wo_b", {d.H, d.G * d.Ro}));
+  DI_ASSIGN_OR_RETURN(a.sinks, w.load(A + "sinks", {d.nH}));
+  if (a.type == io::AttentionType::kCompressedSparse || a.type == io::AttentionType::kHeavilyCompressed) {
+    const bool csa = a.type == io::AttentionType::kCompressedSparse;
+    const int64_t m = csa ? c.compress_rate_csa : c.compress_rate_hca;
+    a.compressor = std::make_unique<CompressorWeights>();
+    DI_RETURN_IF_ERROR(load_compressor(w, A + "compressor.", m, csa ? 2 : 1, d.D, d.H, *a.compressor));
+    if (csa) {
+      a.indexer = std::make_unique<IndexerWeights>();
+      DI_RETURN_IF_ERROR(load_compressor(w, A + "indexer.compressor.", m, 2, d.cI, d.H, a.indexer->compressor));
+      DI_ASSIGN_OR_RETURN(a.indexer->wq_b, w.load(A + "indexer.wq_b", {d.nI * d.cI, d.Rq}));
+      DI_ASSIGN_OR_RETURN(a.indexer->weights_proj, w.load(A + "indexer.weights_proj", {d.nI, d.H}));
+    }
+  } else if (a.type != io::AttentionType::kSliding) {
+    return Unimplemented(std::string("deepseek_v4: layer ") + std::to_string(i) + " has attention type " +
+                         io::attention_type_name(a.type) + ", which this model does not implement");
+  }
+
+  MoeWeights& m = lw.moe;
+  m.hash = c.mlp_layer_types[i] == io::MlpType::kHashMoe;
+  const std::string F = L + "ffn.";
+  DI_ASSIGN_OR_RETURN(m.gate, w.load(F + "gate", {d.E, d.H}));
+  if (m.hash) {
+    DI_ASSIGN_OR_RETURN(m.tid2eid, w.load_i32(F + "tid2eid", {d.V, d.k}));
+  } else {
+    DI_ASSIGN_OR_RETURN(m.bias, w.load_optional(F + "gate_bias", {d.E}));
+  }
+  m.experts_gate_up = Tensor::empty(DType::kF32, {d.E, 2 * d.I, d.H});
+  m.experts_down = Tensor::empty(DType::kF32, {d.E, d.H, d.I});
+  for (int64_t e = 0; e < d.E; ++e) {
+    const std::string X = F + "experts." + std::to_string(e) + ".";
+    DI_ASSIGN_OR_RETURN(Tensor w1, w.load(X + "w1", {d.I, d.H}));
+    DI_ASSIGN_OR_RETURN(Tensor w3, w.load(X + "w3", {d.I, d.H}));
+    DI_ASSIGN_OR_RETURN(Tensor w2, w.load(X + "w2", {d.H, d.I}));
+    float* gu = m.experts_gate_up.data<float>() + e * 2 * d.I * d.H;
+    std::memcpy(gu, w1.data<float>(), w1.nbytes());
+    std::memcpy(gu + d.I * d.H, w3.data<float>(), w3.nbytes());
+    std::memcpy(m.experts_down.data<float>() + e * d.H * d.I, w2.data<float>(), w2.nbytes());
+  }
+  DI_ASSIGN_OR_RETURN(Tensor s1, w.load(F + "shared.w1", {d.I, d.H}));
+  DI_ASSIGN_OR_RETURN(Tensor s3, w.load(F + "shared.w3", {d.I, d.H}));
+  DI_ASSIGN_OR_RETURN(m.shared_down, w.load(F + "shared.w2", {d.H, d.I}));
+  m.shared_gate_up = cat_rows(s1, s3);
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
+                                                WeightLoader& w) {
+  auto out = std::make_unique<Weights>();
+  DI_ASSIGN_OR_RETURN(out->embed, w.load("embed", {d.V, d.H}));
+  DI_ASSIGN_OR_RETURN(out->head, w.load("head", {d.V, d.H}));
+  DI_ASSIGN_OR_RETURN(out->norm, w.load("norm", {d.H}));
+  DI_RETURN_IF_ERROR(load_hc(w, "hc_head.", d.hc, d.hc * d.H, true, out->hc_head));
+  out->layers.resize(d.L);
+  for (int64_t i = 0; i < d.L; ++i) {
+    Status st = load_layer(c, d, w, i, out->layers[i]);
+    if (!st.ok()) return st;
+  }
+  // Each rope kind rotates its own width (HF: int(head_dim · that kind's partial_rotary_factor),
+  // deepseek-v4.md §1.3); the config validates it against head_dim and index_head_dim.
+  auto width = [&](const io::RopeParams& p) { return p.rotary_dim > 0 ? p.rotary_dim : d.r; };
+  DI_ASSIGN_OR_RETURN(out->rope_main, make_rope_table(c.rope_main, width(c.rope_main)));
+  DI_ASSIGN_OR_RETURN(out->rope_compress, make_rope_table(c.rope_compress, width(c.rope_compress)));
+  return out;
+}
+
+}  // namespace deepinfer::model::v4

@@ -1,0 +1,91 @@
+// DeepSeek-V4 parameters as F32 backend tensors (names and shapes: deepseek-v4.md §8), plus the
+// derived dimensions every block uses. Loaded by load_weights() (weights.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/config.h"
+#include "model/rope.h"
+#include "model/weight_loader.h"
+
+namespace deepinfer::model::v4 {
+
+using backend::Tensor;
+
+struct Dims {
+  int64_t H, V, L, nH, D, r, Rq, G, Ro, W, nI, cI, topk, hc, sinkhorn_iters, E, k, I;
+  float eps, hc_eps, swiglu_limit, routed_scaling;
+};
+Dims dims_from_config(const io::DeepseekV4Config& c);
+
+struct HcSiteWeights {
+  Tensor fn;     // [(2+hc)·hc, hc·H] (HyperHead: [hc, hc·H])
+  Tensor base;   // [(2+hc)·hc]       (HyperHead: [hc])
+  Tensor scale;  // [3]               (HyperHead: [1])
+};
+
+struct CompressorWeights {
+  int64_t m = 0;        // compression rate
+  int64_t coff = 1;     // 2 = overlapping (CSA), 1 = HCA
+  int64_t d = 0;        // entry width (D, or cI for the indexer)
+  Tensor wkv;           // [coff·d, H]
+  Tensor wgate;         // [coff·d, H]
+  Tensor ape;           // [m, coff·d] position bias
+  Tensor norm;          // [d]
+};
+
+struct IndexerWeights {
+  CompressorWeights compressor;  // d = cI, overlapping
+  Tensor wq_b;                   // [nI·cI, Rq]
+  Tensor weights_proj;           // [nI, H]
+};
+
+struct AttentionWeights {
+  io::AttentionType type = io::AttentionType::kSliding;
+  Tensor wq_a;    // [Rq, H]
+  Tensor q_norm;  // [Rq]
+  Tensor wq_b;    // [nH·D, Rq]
+  Tensor wkv;     // [D, H]
+  Tensor kv_norm; // [D]
+  Tensor wo_a;    // [G·Ro, nH·D/G]
+  Tensor wo_b;    // [H, G·Ro]
+  Tensor sinks;   // [nH]
+  std::unique_ptr<CompressorWeights> compressor;  // CSA / HCA
+  std::unique_ptr<IndexerWeights> indexer;        // CSA
+};
+
+struct MoeWeights {
+  bool hash = false;
+  Tensor gate;            // [E, H]
+  Tensor bias;            // [E] (moe layers)
+  Tensor tid2eid;         // [V, k] I32 (hash layers)
+  Tensor experts_gate_up; // [E, 2I, H] rows 0..I-1 gate (w1), I..2I-1 up (w3)
+  Tensor experts_down;    // [E, H, I] (w2)
+  Tensor shared_gate_up;  // [2I, H]
+  Tensor shared_down;     // [H, I]
+};
+
+struct LayerWeights {
+  HcSiteWeights attn_hc, ffn_hc;
+  Tensor attn_norm;  // [H] input_layernorm
+  Tensor ffn_norm;   // [H] post_attention_layernorm
+  AttentionWeights attn;
+  MoeWeights moe;
+};
+
+struct Weights {
+  Tensor embed;    // [V, H]
+  std::vector<LayerWeights> layers;
+  HcSiteWeights hc_head;
+  Tensor norm;     // [H]
+  Tensor head;     // [V, H]
+  RopeTable rope_main, rope_compress;
+};
+
+StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
+                                                WeightLoader& loader);
+
+}  // namespace deepinfer::model::v4

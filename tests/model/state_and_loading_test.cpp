@@ -1,0 +1,80 @@
+// The contiguous DeepSeek-V4 sequence state (bounds and errors) and load-time errors of the model
+// library (missing directory, missing tensor, unsupported family).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "backend/backend.h"
+#include "io/safetensors.h"
+#include "model/deepseek_v4/state.h"
+#include "model/model.h"
+
+namespace deepinfer::model {
+namespace {
+
+using backend::Tensor;
+
+TEST(ContiguousV4State, WindowEntriesAndErrors) {
+  v4::StateDims dims{/*num_layers=*/2, /*window=*/5, /*head_dim=*/3, /*index_head_dim=*/2};
+  v4::ContiguousV4State st(dims);
+  std::mt19937 gen(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> rows(4 * 3);
+  for (float& v : rows) v = u(gen);
+  ASSERT_TRUE(st.write_window(1, Tensor::from_f32({4, 3}, rows)).ok());
+  EXPECT_EQ(st.window_rows(1), 4);
+  EXPECT_EQ(st.window_rows(0), 0);
+  Tensor back = Tensor::empty(DType::kF32, {4, 3});
+  ASSERT_TRUE(st.read_window(1, back).ok());
+  EXPECT_EQ(std::vector<float>(back.data<float>(), back.data<float>() + 12), rows);
+  // W−1 = 4 rows at most; a wrong width or layer is an error.
+  EXPECT_EQ(st.write_window(1, Tensor::empty(DType::kF32, {5, 3})).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.write_window(0, Tensor::empty(DType::kF32, {1, 4})).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.write_window(2, Tensor::empty(DType::kF32, {1, 3})).code(), StatusCode::kOutOfRange);
+  // Entries append per kind with their own width.
+  ASSERT_TRUE(st.append_entries(0, v4::CompressorKind::kMain, Tensor::from_f32({1, 3}, {1, 2, 3})).ok());
+  ASSERT_TRUE(st.append_entries(0, v4::CompressorKind::kMain, Tensor::from_f32({1, 3}, {4, 5, 6})).ok());
+  ASSERT_TRUE(st.append_entries(0, v4::CompressorKind::kIndexer, Tensor::from_f32({1, 2}, {7, 8})).ok());
+  EXPECT_EQ(st.num_entries(0, v4::CompressorKind::kMain), 2);
+  EXPECT_EQ(st.num_entries(0, v4::CompressorKind::kIndexer), 1);
+  Tensor e = Tensor::empty(DType::kF32, {2, 3});
+  ASSERT_TRUE(st.read_entries(0, v4::CompressorKind::kMain, e).ok());
+  EXPECT_EQ(std::vector<float>(e.data<float>(), e.data<float>() + 6), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(st.append_entries(0, v4::CompressorKind::kIndexer, Tensor::from_f32({1, 3}, {1, 2, 3})).code(),
+            StatusCode::kInvalidArgument);
+  Tensor wrong = Tensor::empty(DType::kF32, {3, 3});
+  EXPECT_EQ(st.read_entries(0, v4::CompressorKind::kMain, wrong).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.num_tokens(), 0);
+  st.advance(7);
+  EXPECT_EQ(st.num_tokens(), 7);
+}
+
+TEST(ModelLoading, ErrorsNameWhatIsWrong) {
+  auto be = backend::make_cpu_backend();
+  auto missing = load_model("tests/data/models/no-such-model", be.get());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no-such-model"), std::string::npos) << missing.status().to_string();
+
+  // v4tiny_b's config with a checkpoint that lacks lm_head ("head.weight").
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("di_model_test_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file("tests/data/models/v4tiny_b/config.json", dir / "config.json");
+  auto src = io::SafetensorsFile::open("tests/data/models/v4tiny_b/model.safetensors");
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  std::vector<io::TensorToWrite> kept;
+  for (const io::TensorInfo& t : (*src)->tensors()) {
+    if (t.name == "head.weight") continue;
+    kept.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+  }
+  ASSERT_TRUE(io::write_safetensors((dir / "model.safetensors").string(), kept).ok());
+  auto broken = load_model(dir.string(), be.get());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("head"), std::string::npos) << broken.status().to_string();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepinfer::model
