@@ -216,7 +216,10 @@ def full_logits(model, ids):
 
 @torch.no_grad()
 def greedy(model, ids):
-    out = model.generate(ids[None], do_sample=False, max_new_tokens=N_GREEDY, min_new_tokens=N_GREEDY,
+    # An explicit all-ones attention mask: without it HF infers padding from pad_token_id and
+    # masks every prompt token that happens to equal it (prompt ids may contain 0).
+    out = model.generate(ids[None], attention_mask=torch.ones_like(ids[None]), do_sample=False,
+                         max_new_tokens=N_GREEDY, min_new_tokens=N_GREEDY,
                          use_cache=True, eos_token_id=None, pad_token_id=0, output_scores=True,
                          return_dict_in_generate=True)
     new = out.sequences[0, ids.numel():]

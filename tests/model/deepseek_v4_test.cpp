@@ -135,17 +135,6 @@ TEST_P(V4Fixture, GreedyContinuationMatchesReference) {
       ASSERT_TRUE(l.ok()) << l.status().to_string();
       next = argmax(l->data<float>(), V_);
     }
-    // Known fixture defect (tests/data/v4-fixtures/v4tiny_variant prompt2, reported): the
-    // generator calls HF generate(pad_token_id=0) without an attention mask, so HF infers a mask
-    // that drops every prompt token equal to 0, and its greedy reference is not the unmasked
-    // model's. With an explicit all-ones mask HF reproduces our tokens. Only prompts containing
-    // id 0 get this exemption, and only as a printed notice, never as a pass of the comparison.
-    const bool has_pad_id = std::find(p.ids.begin(), p.ids.end(), 0) != p.ids.end();
-    if (has_pad_id && got != p.greedy) {
-      std::cout << "[ NOTICE ] " << GetParam() << " " << p.name
-                << ": greedy reference made with id 0 masked as padding; not compared\n";
-      continue;
-    }
     EXPECT_EQ(got, p.greedy) << GetParam() << " " << p.name;
   }
 }

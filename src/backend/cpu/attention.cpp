@@ -14,19 +14,9 @@ namespace deepinfer::backend::cpu {
 Status attention(const CpuContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& key_offsets, const Tensor& key_ids, const Tensor* sinks, float scale,
                  Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("attention", "q", q, DType::kF32, 3));
-  const int64_t S = q.dim(0), nH = q.dim(1), D = q.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("attention", "k", k, DType::kF32, {-1, -1, D}));
-  const int64_t T = k.dim(0), nKV = k.dim(1);
-  DI_RETURN_IF_ERROR(check_tensor("attention", "v", v, DType::kF32, {T, nKV, -1}));
-  const int64_t Dv = v.dim(2);
-  if (nKV < 1 || nH % nKV != 0)
-    return InvalidArgument("attention: " + std::to_string(nH) + " query heads are not a multiple of " +
-                           std::to_string(nKV) + " kv heads");
-  DI_RETURN_IF_ERROR(check_tensor("attention", "key_offsets", key_offsets, DType::kI32, {S + 1}));
-  DI_RETURN_IF_ERROR(check_rank("attention", "key_ids", key_ids, DType::kI32, 1));
-  if (sinks) DI_RETURN_IF_ERROR(check_tensor("attention", "sinks", *sinks, DType::kF32, {nH}));
-  DI_RETURN_IF_ERROR(check_tensor("attention", "out", out, DType::kF32, {S, nH, Dv}));
+  DI_ASSIGN_OR_RETURN(const AttentionDims dims,
+                      check_attention(q, k, v, key_offsets, key_ids, sinks, out));
+  const int64_t S = dims.S, nH = dims.nH, D = dims.D, T = dims.T, nKV = dims.nKV, Dv = dims.Dv;
   const int32_t* off = key_offsets.data<int32_t>();
   const int32_t* ids = key_ids.data<int32_t>();
   const int64_t nnz = key_ids.dim(0);

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "backend/backend.h"
+#include "backend/op_checks.h"
 #include "common/thread_pool.h"
 
 namespace deepinfer::backend::cpu {

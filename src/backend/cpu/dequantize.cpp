@@ -26,13 +26,11 @@ float scale_at(const Tensor& scale, int64_t r, int64_t c) {
 
 Status dequantize(const CpuContext& ctx, const Tensor& w, const Tensor* scale, int64_t block_rows,
                   int64_t block_cols, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("dequantize", "out", out, DType::kF32, 2));
-  const int64_t N = out.dim(0), K = out.dim(1);
+  DI_ASSIGN_OR_RETURN(const DequantDims dims, check_dequantize(w, scale, block_rows, block_cols, out));
+  const int64_t N = dims.N, K = dims.K;
   float* op = out.data<float>();
   const DType dt = w.dtype();
-  if (dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16) {
-    DI_RETURN_IF_ERROR(check_tensor("dequantize", "w", w, dt, {N, K}));
-    if (scale != nullptr) return InvalidArgument("dequantize: unexpected scale for " + w.describe());
+  if (!dims.quantized) {
     ctx.parallel_for(N, K, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0 * K; i < r1 * K; ++i) {
         if (dt == DType::kF32) {
@@ -49,28 +47,6 @@ Status dequantize(const CpuContext& ctx, const Tensor& w, const Tensor* scale, i
     return OkStatus();
   }
   const bool fp8 = dt == DType::kF8E4M3;
-  const bool fp4 = dt == DType::kF4E2M1 || dt == DType::kI8 || dt == DType::kU8;
-  if (!fp8 && !fp4)
-    return Unimplemented(std::string("dequantize: weight dtype ") + dtype_name(dt) +
-                         " is not supported (F32, BF16, F16, F8_E4M3, F4 / packed I8)");
-  if (fp8) DI_RETURN_IF_ERROR(check_tensor("dequantize", "w", w, dt, {N, K}));
-  if (dt == DType::kF4E2M1) DI_RETURN_IF_ERROR(check_tensor("dequantize", "w", w, dt, {N, K}));
-  if (dt == DType::kI8 || dt == DType::kU8) {
-    if (K % 2 != 0) return InvalidArgument("dequantize: packed fp4 needs an even K, got " + std::to_string(K));
-    DI_RETURN_IF_ERROR(check_tensor("dequantize", "w (packed fp4)", w, dt, {N, K / 2}));
-  }
-  if (scale == nullptr) return InvalidArgument("dequantize: " + w.describe() + " needs a scale tensor");
-  if (block_rows < 1 || block_cols < 1)
-    return InvalidArgument("dequantize: block sizes must be >= 1");
-  const int64_t sr = (N + block_rows - 1) / block_rows, sc = (K + block_cols - 1) / block_cols;
-  if (scale->dtype() != DType::kF8E8M0 && scale->dtype() != DType::kF32 &&
-      scale->dtype() != DType::kBF16)
-    return InvalidArgument("dequantize: scale must be F8_E8M0, F32 or BF16, got " + scale->describe());
-  if (scale->rank() != 2 || scale->dim(0) != sr || scale->dim(1) != sc)
-    return InvalidArgument("dequantize: scale for " + w.describe() + " with blocks " +
-                           std::to_string(block_rows) + "x" + std::to_string(block_cols) +
-                           " must have shape [" + std::to_string(sr) + ", " + std::to_string(sc) +
-                           "], got " + scale->describe());
   const uint8_t* wp = w.data<uint8_t>();
   ctx.parallel_for(N, K, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
@@ -80,7 +56,7 @@ Status dequantize(const CpuContext& ctx, const Tensor& w, const Tensor* scale, i
           v = e4m3_to_f32(wp[r * K + c]);
         } else {
           const uint8_t byte = wp[(r * K + c) / 2];
-          v = e2m1_to_f32((c % 2 == 0) ? (byte & 0xF) : (byte >> 4));
+          v = e2m1_to_f32(((r * K + c) % 2 == 0) ? (byte & 0xF) : (byte >> 4));
         }
         op[r * K + c] = v * scale_at(*scale, r / block_rows, c / block_cols);
       }

@@ -14,22 +14,9 @@ float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 
 Status hc_coeffs(const CpuContext& ctx, const Tensor& mix, const Tensor& base, const Tensor& scale,
                  const HcParams& p, Tensor& pre, Tensor* post, Tensor* comb) {
-  const int64_t hc = p.hc;
-  if (hc < 1 || p.sinkhorn_iters < 1)
-    return InvalidArgument("hc_coeffs: need hc >= 1 and sinkhorn_iters >= 1");
-  DI_RETURN_IF_ERROR(check_rank("hc_coeffs", "mix", mix, DType::kF32, 2));
-  const int64_t S = mix.dim(0), width = mix.dim(1);
-  const bool head = scale.numel() == 1;
-  const int64_t want = head ? hc : (2 + hc) * hc;
-  DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "mix", mix, DType::kF32, {S, want}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "base", base, DType::kF32, {want}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "scale", scale, DType::kF32, {head ? 1 : 3}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "pre", pre, DType::kF32, {S, hc}));
-  if (!head) {
-    if (!post || !comb) return InvalidArgument("hc_coeffs: post and comb are required with scale [3]");
-    DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "post", *post, DType::kF32, {S, hc}));
-    DI_RETURN_IF_ERROR(check_tensor("hc_coeffs", "comb", *comb, DType::kF32, {S, hc, hc}));
-  }
+  DI_ASSIGN_OR_RETURN(const HcDims dims, check_hc_coeffs(mix, base, scale, p, pre, post, comb));
+  const int64_t hc = dims.hc, S = dims.S, width = dims.width;
+  const bool head = dims.head;
   const float* sc = scale.data<float>();
   const float* b = base.data<float>();
   const float eps = p.hc_eps;
@@ -75,10 +62,8 @@ Status hc_coeffs(const CpuContext& ctx, const Tensor& mix, const Tensor& base, c
 }
 
 Status hc_collapse(const CpuContext& ctx, const Tensor& x, const Tensor& pre, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("hc_collapse", "x", x, DType::kF32, 3));
-  const int64_t S = x.dim(0), hc = x.dim(1), H = x.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("hc_collapse", "pre", pre, DType::kF32, {S, hc}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_collapse", "out", out, DType::kF32, {S, H}));
+  DI_ASSIGN_OR_RETURN(const StreamDims dims, check_hc_collapse(x, pre, out));
+  const int64_t S = dims.S, hc = dims.hc, H = dims.H;
   ctx.parallel_for(S, hc * H, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       float* o = out.data<float>() + s * H;
@@ -94,13 +79,8 @@ Status hc_collapse(const CpuContext& ctx, const Tensor& x, const Tensor& pre, Te
 
 Status hc_expand(const CpuContext& ctx, const Tensor& x, const Tensor& y, const Tensor& post,
                  const Tensor& comb, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("hc_expand", "x", x, DType::kF32, 3));
-  const int64_t S = x.dim(0), hc = x.dim(1), H = x.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("hc_expand", "y", y, DType::kF32, {S, H}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_expand", "post", post, DType::kF32, {S, hc}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_expand", "comb", comb, DType::kF32, {S, hc, hc}));
-  DI_RETURN_IF_ERROR(check_tensor("hc_expand", "out", out, DType::kF32, {S, hc, H}));
-  if (out.raw() == x.raw() && S > 0) return InvalidArgument("hc_expand: out must not alias x");
+  DI_ASSIGN_OR_RETURN(const StreamDims dims, check_hc_expand(x, y, post, comb, out));
+  const int64_t S = dims.S, hc = dims.hc, H = dims.H;
   ctx.parallel_for(S, hc * hc * H, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const float* X = x.data<float>() + s * hc * H;

@@ -13,13 +13,8 @@ namespace deepinfer::backend::cpu {
 Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weights,
                       const Tensor& keys, const Tensor& visible, float weight_scale,
                       float dot_scale, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("indexer_scores", "q", q, DType::kF32, 3));
-  const int64_t S = q.dim(0), nI = q.dim(1), cI = q.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "weights", weights, DType::kF32, {S, nI}));
-  DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "keys", keys, DType::kF32, {-1, cI}));
-  const int64_t T = keys.dim(0);
-  DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "visible", visible, DType::kI32, {S}));
-  DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "out", out, DType::kF32, {S, T}));
+  DI_ASSIGN_OR_RETURN(const IndexerDims dims, check_indexer_scores(q, weights, keys, visible, out));
+  const int64_t S = dims.S, nI = dims.nI, cI = dims.cI, T = dims.T;
   const float* qp = q.data<float>();
   const float* wp = weights.data<float>();
   const float* kp = keys.data<float>();
@@ -45,10 +40,8 @@ Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weig
 }
 
 Status topk(const CpuContext& ctx, const Tensor& scores, int64_t k, Tensor& ids) {
-  DI_RETURN_IF_ERROR(check_rank("topk", "scores", scores, DType::kF32, 2));
-  const int64_t S = scores.dim(0), T = scores.dim(1);
-  if (k < 0) return InvalidArgument("topk: k must be >= 0, got " + std::to_string(k));
-  DI_RETURN_IF_ERROR(check_tensor("topk", "ids", ids, DType::kI32, {S, k}));
+  DI_ASSIGN_OR_RETURN(const TopkDims dims, check_topk(scores, k, ids));
+  const int64_t S = dims.S, T = dims.T;
   const float* sp = scores.data<float>();
   int32_t* ip = ids.data<int32_t>();
   const int64_t kk = std::min(k, T);

@@ -10,16 +10,8 @@ namespace deepinfer::backend::cpu {
 
 Status matmul(const CpuContext& ctx, const Tensor& x, const Tensor& w, Tensor& out,
               int64_t groups) {
-  if (groups < 1) return InvalidArgument("matmul: groups must be >= 1, got " + std::to_string(groups));
-  DI_RETURN_IF_ERROR(check_rank("matmul", "x", x, DType::kF32, 2));
-  DI_RETURN_IF_ERROR(check_rank("matmul", "w", w, DType::kF32, 2));
-  const int64_t M = x.dim(0), GK = x.dim(1), GN = w.dim(0), K = w.dim(1);
-  if (GK != groups * K || GN % groups != 0)
-    return InvalidArgument("matmul: x " + x.describe() + " and w " + w.describe() +
-                           " do not form a " + std::to_string(groups) + "-group GEMM " +
-                           "(need x [M, G*K], w [G*N, K])");
-  DI_RETURN_IF_ERROR(check_tensor("matmul", "out", out, DType::kF32, {M, GN}));
-  const int64_t N = GN / groups;
+  DI_ASSIGN_OR_RETURN(const MatmulDims dims, check_matmul(x, w, out, groups));
+  const int64_t M = dims.M, K = dims.K, N = dims.N, GK = groups * K, GN = groups * N;
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   float* op = out.data<float>();

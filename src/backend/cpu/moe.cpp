@@ -16,15 +16,8 @@ float softplus(float v) { return v > 20.f ? v : std::log1p(std::exp(v)); }  // t
 Status moe_route(const CpuContext& ctx, const Tensor& logits, const Tensor* bias,
                  const Tensor* hash_ids, const RouterParams& params, Tensor& ids,
                  Tensor& weights) {
-  DI_RETURN_IF_ERROR(check_rank("moe_route", "logits", logits, DType::kF32, 2));
-  const int64_t S = logits.dim(0), E = logits.dim(1), k = params.top_k;
-  if (k < 1 || k > E)
-    return InvalidArgument("moe_route: top_k " + std::to_string(k) + " must be in [1, " +
-                           std::to_string(E) + "]");
-  if (bias) DI_RETURN_IF_ERROR(check_tensor("moe_route", "bias", *bias, DType::kF32, {E}));
-  if (hash_ids) DI_RETURN_IF_ERROR(check_tensor("moe_route", "hash_ids", *hash_ids, DType::kI32, {S, k}));
-  DI_RETURN_IF_ERROR(check_tensor("moe_route", "ids", ids, DType::kI32, {S, k}));
-  DI_RETURN_IF_ERROR(check_tensor("moe_route", "weights", weights, DType::kF32, {S, k}));
+  DI_ASSIGN_OR_RETURN(const RouteDims dims, check_moe_route(logits, bias, hash_ids, params, ids, weights));
+  const int64_t S = dims.S, E = dims.E, k = dims.k;
   if (hash_ids)
     for (int64_t i = 0; i < S * k; ++i) {
       const int32_t e = hash_ids->data<int32_t>()[i];
@@ -68,12 +61,8 @@ Status moe_route(const CpuContext& ctx, const Tensor& logits, const Tensor* bias
 }
 
 Status swiglu(const CpuContext& ctx, const Tensor& gate_up, float limit, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("swiglu", "gate_up", gate_up, DType::kF32, 2));
-  const int64_t M = gate_up.dim(0), I2 = gate_up.dim(1);
-  if (I2 % 2 != 0)
-    return InvalidArgument("swiglu: gate_up width must be even (gate | up), got " + gate_up.describe());
-  const int64_t I = I2 / 2;
-  DI_RETURN_IF_ERROR(check_tensor("swiglu", "out", out, DType::kF32, {M, I}));
+  DI_ASSIGN_OR_RETURN(const SwigluDims dims, check_swiglu(gate_up, out));
+  const int64_t M = dims.M, I = dims.I, I2 = 2 * I;
   const float* gp = gate_up.data<float>();
   float* op = out.data<float>();
   ctx.parallel_for(M, I * 16, [&](int64_t m0, int64_t m1) {

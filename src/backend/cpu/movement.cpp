@@ -6,10 +6,8 @@
 namespace deepinfer::backend::cpu {
 
 Status embedding(const CpuContext& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("embedding", "table", table, DType::kF32, 2));
-  DI_RETURN_IF_ERROR(check_rank("embedding", "ids", ids, DType::kI32, 1));
-  const int64_t V = table.dim(0), H = table.dim(1), S = ids.dim(0);
-  DI_RETURN_IF_ERROR(check_tensor("embedding", "out", out, DType::kF32, {S, H}));
+  DI_ASSIGN_OR_RETURN(const GatherDims dims, check_embedding(table, ids, out));
+  const int64_t V = dims.N, H = dims.H, S = dims.M;
   for (int64_t s = 0; s < S; ++s) {
     const int32_t id = ids.data<int32_t>()[s];
     if (id < 0 || id >= V)
@@ -21,10 +19,8 @@ Status embedding(const CpuContext& ctx, const Tensor& table, const Tensor& ids, 
 }
 
 Status gather_rows(const CpuContext& ctx, const Tensor& src, const Tensor& ids, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("gather_rows", "src", src, DType::kF32, 2));
-  DI_RETURN_IF_ERROR(check_rank("gather_rows", "ids", ids, DType::kI32, 1));
-  const int64_t N = src.dim(0), H = src.dim(1), M = ids.dim(0);
-  DI_RETURN_IF_ERROR(check_tensor("gather_rows", "out", out, DType::kF32, {M, H}));
+  DI_ASSIGN_OR_RETURN(const GatherDims dims, check_gather_rows(src, ids, out));
+  const int64_t N = dims.N, H = dims.H, M = dims.M;
   for (int64_t i = 0; i < M; ++i) {
     const int32_t id = ids.data<int32_t>()[i];
     if (id < 0 || id >= N)
@@ -36,12 +32,8 @@ Status gather_rows(const CpuContext& ctx, const Tensor& src, const Tensor& ids, 
 
 Status scatter_add_rows(const CpuContext& ctx, const Tensor& src, const Tensor& ids,
                         const Tensor* weights, Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("scatter_add_rows", "src", src, DType::kF32, 2));
-  const int64_t M = src.dim(0), H = src.dim(1);
-  DI_RETURN_IF_ERROR(check_tensor("scatter_add_rows", "ids", ids, DType::kI32, {M}));
-  if (weights) DI_RETURN_IF_ERROR(check_tensor("scatter_add_rows", "weights", *weights, DType::kF32, {M}));
-  DI_RETURN_IF_ERROR(check_tensor("scatter_add_rows", "out", out, DType::kF32, {-1, H}));
-  const int64_t N = out.dim(0);
+  DI_ASSIGN_OR_RETURN(const GatherDims dims, check_scatter_add_rows(src, ids, weights, out));
+  const int64_t M = dims.M, H = dims.H, N = dims.N;
   for (int64_t i = 0; i < M; ++i) {
     const int32_t id = ids.data<int32_t>()[i];
     if (id < 0 || id >= N)
@@ -55,10 +47,7 @@ Status scatter_add_rows(const CpuContext& ctx, const Tensor& src, const Tensor& 
 }
 
 Status add(const CpuContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  if (a.dtype() != DType::kF32 || b.dtype() != DType::kF32 || out.dtype() != DType::kF32 ||
-      a.shape() != b.shape() || a.shape() != out.shape())
-    return InvalidArgument("add: need three F32 tensors of one shape, got " + a.describe() + ", " +
-                           b.describe() + ", " + out.describe());
+  DI_RETURN_IF_ERROR(check_add(a, b, out));
   const int64_t n = a.numel();
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
@@ -68,9 +57,7 @@ Status add(const CpuContext& ctx, const Tensor& a, const Tensor& b, Tensor& out)
 }
 
 Status copy(const CpuContext& ctx, const Tensor& src, Tensor& dst) {
-  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
-    return InvalidArgument("copy: " + src.describe() + " -> " + dst.describe() +
-                           " (need the same dtype and element count)");
+  DI_RETURN_IF_ERROR(check_copy(src, dst));
   if (src.nbytes()) std::memmove(dst.raw(), src.raw(), src.nbytes());
   return OkStatus();
 }

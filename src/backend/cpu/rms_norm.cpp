@@ -7,10 +7,8 @@ namespace deepinfer::backend::cpu {
 
 Status rms_norm(const CpuContext& ctx, const Tensor& x, const Tensor* weight, float eps,
                 Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("rms_norm", "x", x, DType::kF32, 2));
-  const int64_t M = x.dim(0), N = x.dim(1);
-  if (weight) DI_RETURN_IF_ERROR(check_tensor("rms_norm", "weight", *weight, DType::kF32, {N}));
-  DI_RETURN_IF_ERROR(check_tensor("rms_norm", "out", out, DType::kF32, {M, N}));
+  DI_ASSIGN_OR_RETURN(const RowsDims dims, check_rms_norm(x, weight, out));
+  const int64_t M = dims.M, N = dims.N;
   const float* xp = x.data<float>();
   float* op = out.data<float>();
   const float* wp = weight ? weight->data<float>() : nullptr;

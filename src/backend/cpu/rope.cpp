@@ -10,14 +10,8 @@ namespace deepinfer::backend::cpu {
 
 Status rope(const CpuContext& ctx, Tensor& x, const Tensor& positions, const Tensor& inv_freq,
             RopeStyle style, float mscale, bool inverse) {
-  DI_RETURN_IF_ERROR(check_rank("rope", "x", x, DType::kF32, 3));
-  const int64_t S = x.dim(0), nh = x.dim(1), D = x.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("rope", "positions", positions, DType::kI32, {S}));
-  DI_RETURN_IF_ERROR(check_rank("rope", "inv_freq", inv_freq, DType::kF32, 1));
-  const int64_t half = inv_freq.dim(0), r = 2 * half;
-  if (r > D)
-    return InvalidArgument("rope: rotary width " + std::to_string(r) + " exceeds head dim " +
-                           std::to_string(D));
+  DI_ASSIGN_OR_RETURN(const RopeDims dims, check_rope(x, positions, inv_freq));
+  const int64_t S = dims.S, nh = dims.nh, D = dims.D, half = dims.half, r = 2 * half;
   float* xp = x.data<float>();
   const float* th = inv_freq.data<float>();
   ctx.parallel_for(S, nh * r * 8, [&](int64_t s0, int64_t s1) {

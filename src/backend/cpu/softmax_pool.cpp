@@ -10,10 +10,8 @@ namespace deepinfer::backend::cpu {
 
 Status softmax_pool(const CpuContext& ctx, const Tensor& values, const Tensor& scores,
                     Tensor& out) {
-  DI_RETURN_IF_ERROR(check_rank("softmax_pool", "values", values, DType::kF32, 3));
-  const int64_t n = values.dim(0), L = values.dim(1), d = values.dim(2);
-  DI_RETURN_IF_ERROR(check_tensor("softmax_pool", "scores", scores, DType::kF32, {n, L, d}));
-  DI_RETURN_IF_ERROR(check_tensor("softmax_pool", "out", out, DType::kF32, {n, d}));
+  DI_ASSIGN_OR_RETURN(const PoolDims dims, check_softmax_pool(values, scores, out));
+  const int64_t n = dims.n, L = dims.L, d = dims.d;
   const float* vp = values.data<float>();
   const float* sp = scores.data<float>();
   float* op = out.data<float>();
