@@ -22,6 +22,12 @@ fi
 
 dir="${1:-.gpu}"
 out="${OUT:-/tmp}"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
+# NCCL: the toolkit's, else the one PyTorch ships (pip nvidia-nccl) on the GPU machine.
+if ! ldconfig -p | grep -q libnccl.so.2; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null || true)
+  [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir:${LD_LIBRARY_PATH:-}"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
 status=0
 for bin in "$dir"/*; do
