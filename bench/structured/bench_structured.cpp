@@ -1,0 +1,178 @@
+// Per-token mask time and compile time on MaskBench schemas with a real vocabulary, single
+// thread. For every schema that compiles, each valid instance is serialized compactly (keys in
+// instance order; instances the grammar does not accept in that order are skipped and counted),
+// tokenized, and driven token by token: fill_mask (timed) then accept_token, then EOS.
+//   bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "structured/json_schema.h"
+#include "structured/json_schema_internal.h"
+#include "structured/matcher.h"
+#include "structured/vocab_from_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace deepinfer;
+using namespace deepinfer::structured;
+using OJson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string serialize(const OJson& v) {
+  if (v.is_object()) {
+    std::string s = "{";
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) s += ",";
+      first = false;
+      s += json_quote(it.key()) + ":" + serialize(it.value());
+    }
+    return s + "}";
+  }
+  if (v.is_array()) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + serialize(v[i]);
+    return s + "]";
+  }
+  if (v.is_string()) return json_quote(v.get<std::string>());
+  if (v.is_number()) return json_internal::canonical_number(v);
+  return v.dump();
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, tok_dir, json_out, ids_out, gen_out;
+  int every = 1, gen_per_schema = 0;
+  uint32_t seed = std::random_device{}();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--maskbench") dir = argv[i + 1];
+    else if (a == "--tokenizer") tok_dir = argv[i + 1];
+    else if (a == "--every") every = std::stoi(argv[i + 1]);
+    else if (a == "--json-out") json_out = argv[i + 1];
+    else if (a == "--ids-out") ids_out = argv[i + 1];
+    else if (a == "--generate") gen_per_schema = std::stoi(argv[i + 1]);  // random documents per schema
+    else if (a == "--gen-out") gen_out = argv[i + 1];
+    else if (a == "--seed") seed = static_cast<uint32_t>(std::stoul(argv[i + 1]));  // JSONL {file, schema, ids} for baselines
+  }
+  if (dir.empty() || tok_dir.empty()) {
+    std::cerr << "usage: bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]\n";
+    return 2;
+  }
+  auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
+  if (!tok.ok()) { std::cerr << tok.status().to_string() << "\n"; return 1; }
+  auto vocab = vocab_from_tokenizer(**tok).value();
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<double> mask_us, compile_us;
+  int schemas = 0, compiled = 0, instances = 0, skipped = 0, mask_errors = 0, not_accepted = 0;
+  std::vector<uint32_t> mask(vocab->bitmask_words());
+  OJson per_schema = OJson::array();
+  std::ofstream gen_file;
+  if (!gen_out.empty()) gen_file.open(gen_out);
+  std::mt19937 rng(seed);
+  int generated = 0, truncated = 0;
+  std::ofstream ids_file;
+  if (!ids_out.empty()) ids_file.open(ids_out);
+  for (size_t fi = 0; fi < files.size(); fi += every) {
+    std::ifstream f(files[fi]);
+    OJson doc = OJson::parse(f);
+    ++schemas;
+    auto t0 = Clock::now();
+    auto g = compile_json_schema(doc["schema"].dump());
+    if (!g.ok()) continue;
+    // Time to first mask counts as compile (lexer automata are built eagerly at compile).
+    GrammarMatcher first(g->grammar, vocab);
+    Status st0 = first.fill_mask(mask.data(), mask.size());
+    double cus = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    compile_us.push_back(cus);
+    ++compiled;
+    for (const auto& tc : doc["tests"]) {
+      if (!tc["valid"].get<bool>()) continue;
+      std::string text = serialize(tc["data"]);
+      GrammarMatcher probe(g->grammar, vocab);
+      if (!probe.accept_bytes(text) || !probe.can_terminate()) { ++skipped; continue; }
+      auto ids = (*tok)->encode(text, false);
+      if (!ids.ok()) { ++skipped; continue; }
+      ++instances;
+      if (ids_file) {
+        ids_file << OJson{{"file", files[fi].filename().string()}, {"schema", doc["schema"]}, {"ids", *ids}}.dump() << "\n";
+      }
+      GrammarMatcher m(g->grammar, vocab);
+      std::vector<int32_t> seq = *ids;
+      seq.push_back(vocab->eos_ids()[0]);
+      for (int32_t id : seq) {
+        auto t1 = Clock::now();
+        Status st = m.fill_mask(mask.data(), mask.size());
+        mask_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+        if (!st.ok()) { ++mask_errors; break; }
+        if (!((mask[id >> 5] >> (id & 31)) & 1) || !m.accept_token(id)) { ++not_accepted; break; }
+      }
+    }
+    // Random constrained generations: uniform over the allowed tokens (EOS taken with
+    // probability 1/2 when allowed), at most 400 tokens; the bytes are checked by an
+    // independent validator (check_generations.py).
+    for (int k = 0; k < gen_per_schema; ++k) {
+      GrammarMatcher m(g->grammar, vocab);
+      std::string text;
+      std::vector<int32_t> allowed;
+      for (int step = 0; step < 400 && !m.is_terminated(); ++step) {
+        if (!m.fill_mask(mask.data(), mask.size()).ok()) break;
+        allowed.clear();
+        bool eos_ok = false;
+        for (size_t w = 0; w < mask.size(); ++w) {
+          for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
+            int32_t t = static_cast<int32_t>(w * 32 + __builtin_ctz(bits));
+            if (vocab->is_eos(t)) eos_ok = true; else allowed.push_back(t);
+          }
+        }
+        int32_t pick;
+        if (eos_ok && (allowed.empty() || rng() % 2 == 0)) pick = vocab->eos_ids()[0];
+        else if (allowed.empty()) break;
+        else pick = allowed[rng() % allowed.size()];
+        if (!m.accept_token(pick)) break;
+        if (!vocab->is_eos(pick)) text += vocab->token_bytes(pick);
+      }
+      if (!m.is_terminated()) { ++truncated; continue; }
+      ++generated;
+      if (gen_file) gen_file << OJson{{"file", files[fi].filename().string()}, {"schema", doc["schema"]}, {"text", text}}.dump(-1, ' ', false, OJson::error_handler_t::replace) << "\n";
+    }
+    per_schema.push_back({{"file", files[fi].filename().string()}, {"compile_us", cus}});
+  }
+  double sum = 0;
+  for (double x : mask_us) sum += x;
+  double csum = 0;
+  for (double x : compile_us) csum += x;
+  OJson out = {
+      {"schemas", schemas}, {"compiled", compiled}, {"instances", instances},
+      {"instances_skipped_key_order", skipped}, {"mask_errors", mask_errors},
+      {"token_not_allowed", not_accepted}, {"masks", mask_us.size()},
+      {"mask_us", {{"mean", mask_us.empty() ? 0 : sum / mask_us.size()}, {"p50", pct(mask_us, 0.5)},
+                   {"p99", pct(mask_us, 0.99)}, {"max", pct(mask_us, 1.0)}}},
+      {"compile_us", {{"mean", compile_us.empty() ? 0 : csum / compile_us.size()}, {"p50", pct(compile_us, 0.5)},
+                      {"p99", pct(compile_us, 0.99)}, {"max", pct(compile_us, 1.0)}}},
+      {"vocab_size", vocab->vocab_size()}, {"generated", generated},
+      {"generation_truncated_at_400_tokens", truncated}, {"seed", seed}};
+  std::cout << out.dump(2) << "\n";
+  if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
+  return 0;
+}

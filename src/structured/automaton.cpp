@@ -1,0 +1,372 @@
+#include "structured/automaton.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace deepinfer::structured {
+namespace {
+
+constexpr uint32_t kMaxNfaStates = 400000;
+
+struct Nfa {
+  struct Edge { uint8_t lo, hi; uint32_t to; };
+  enum EpsKind : uint8_t { kPlain = 0, kBegin = 1, kEnd = 2 };
+  struct Eps { uint32_t to; EpsKind kind; };
+  std::vector<std::vector<Edge>> edges;
+  std::vector<std::vector<Eps>> eps;
+  uint32_t start = 0, final = 0;
+  bool too_big = false;
+
+  uint32_t add_state() {
+    if (edges.size() >= kMaxNfaStates) { too_big = true; return 0; }
+    edges.emplace_back();
+    eps.emplace_back();
+    return static_cast<uint32_t>(edges.size() - 1);
+  }
+  void add_eps(uint32_t from, uint32_t to, EpsKind k = kPlain) { if (!too_big) eps[from].push_back({to, k}); }
+  void add_edge(uint32_t from, uint8_t lo, uint8_t hi, uint32_t to) { if (!too_big) edges[from].push_back({lo, hi, to}); }
+  // A byte string from `from` to `to`.
+  void add_bytes(uint32_t from, const std::string& bytes, uint32_t to) {
+    uint32_t cur = from;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      uint32_t nxt = i + 1 == bytes.size() ? to : add_state();
+      uint8_t b = static_cast<uint8_t>(bytes[i]);
+      add_edge(cur, b, b, nxt);
+      cur = nxt;
+    }
+  }
+};
+
+const CodepointSet& json_escaped_set() {
+  static const CodepointSet s = [] {
+    CodepointSet e = CodepointSet::range(0, 0x1F);
+    e.add('"', '"');
+    e.add('\\', '\\');
+    return e;
+  }();
+  return s;
+}
+
+class NfaBuilder {
+ public:
+  NfaBuilder(const Regex& re, bool json) : re_(re), json_(json) {}
+
+  // Edges for one code point class from `from` to a fresh end state.
+  uint32_t add_class(const CodepointSet& cls, uint32_t from, Nfa* nfa) {
+    uint32_t end = nfa->add_state();
+    CodepointSet plain = json_ ? cls.minus(json_escaped_set()) : cls;
+    for (const auto& r : plain.ranges()) {
+      for (const auto& seq : utf8_sequences(r.first, r.second)) {
+        uint32_t cur = from;
+        for (size_t i = 0; i < seq.size(); ++i) {
+          uint32_t nxt = i + 1 == seq.size() ? end : nfa->add_state();
+          nfa->add_edge(cur, seq[i].first, seq[i].second, nxt);
+          cur = nxt;
+        }
+      }
+    }
+    if (json_) {
+      CodepointSet esc = cls.intersect(json_escaped_set());
+      for (const auto& r : esc.ranges()) {
+        for (uint32_t c = r.first; c <= r.second; ++c) add_escape(c, from, end, nfa);
+      }
+    }
+    return end;
+  }
+
+  static void add_escape(uint32_t c, uint32_t from, uint32_t end, Nfa* nfa) {
+    const char* short_form = nullptr;
+    switch (c) {
+      case '"': short_form = "\\\""; break;
+      case '\\': short_form = "\\\\"; break;
+      case 8: short_form = "\\b"; break;
+      case 12: short_form = "\\f"; break;
+      case 10: short_form = "\\n"; break;
+      case 13: short_form = "\\r"; break;
+      case 9: short_form = "\\t"; break;
+      default: break;
+    }
+    if (short_form) { nfa->add_bytes(from, short_form, end); return; }
+    // \u00XX with either hex case for the last digit.
+    static const char* hex = "0123456789abcdef";
+    uint32_t mid = nfa->add_state();
+    nfa->add_bytes(from, std::string("\\u00") + hex[c >> 4], mid);
+    uint32_t lo = c & 15;
+    char l = hex[lo];
+    nfa->add_edge(mid, l, l, end);
+    if (lo >= 10) nfa->add_edge(mid, l - 'a' + 'A', l - 'a' + 'A', end);
+  }
+
+  uint32_t build(int node, uint32_t from, Nfa* nfa) {
+    if (nfa->too_big) return 0;
+    const RegexNode& n = re_.nodes[node];
+    switch (n.kind) {
+      case RegexNode::Kind::kEmpty: return from;
+      case RegexNode::Kind::kClass: return add_class(n.cls, from, nfa);
+      case RegexNode::Kind::kConcat: {
+        uint32_t cur = from;
+        for (int k : n.kids) cur = build(k, cur, nfa);
+        return cur;
+      }
+      case RegexNode::Kind::kAlt: {
+        uint32_t end = nfa->add_state();
+        for (int k : n.kids) {
+          uint32_t s = nfa->add_state();
+          nfa->add_eps(from, s);
+          nfa->add_eps(build(k, s, nfa), end);
+        }
+        return end;
+      }
+      case RegexNode::Kind::kRepeat: {
+        uint32_t cur = from;
+        for (uint32_t i = 0; i < n.min && !nfa->too_big; ++i) {
+          uint32_t s = nfa->add_state();
+          nfa->add_eps(cur, s);
+          cur = build(n.kids[0], s, nfa);
+        }
+        if (n.unbounded) {
+          uint32_t loop = nfa->add_state();
+          nfa->add_eps(cur, loop);
+          uint32_t body = nfa->add_state();
+          nfa->add_eps(loop, body);
+          nfa->add_eps(build(n.kids[0], body, nfa), loop);
+          return loop;
+        }
+        uint32_t end = nfa->add_state();
+        nfa->add_eps(cur, end);
+        for (uint32_t i = n.min; i < n.max && !nfa->too_big; ++i) {
+          uint32_t s = nfa->add_state();
+          nfa->add_eps(cur, s);
+          cur = build(n.kids[0], s, nfa);
+          nfa->add_eps(cur, end);
+        }
+        return end;
+      }
+      case RegexNode::Kind::kBegin: {
+        uint32_t s = nfa->add_state();
+        nfa->add_eps(from, s, Nfa::kBegin);
+        return s;
+      }
+      case RegexNode::Kind::kEnd: {
+        uint32_t s = nfa->add_state();
+        nfa->add_eps(from, s, Nfa::kEnd);
+        return s;
+      }
+    }
+    return from;
+  }
+
+ private:
+  const Regex& re_;
+  bool json_;
+};
+
+StatusOr<Nfa> build_nfa(const TerminalComponent& c) {
+  Nfa nfa;
+  NfaBuilder b(*c.regex, c.json_string);
+  nfa.start = nfa.add_state();
+  uint32_t cur = nfa.start;
+  if (c.json_string) {
+    uint32_t s = nfa.add_state();
+    nfa.add_edge(cur, '"', '"', s);
+    cur = s;
+  }
+  CodepointSet any = c.json_string ? CodepointSet::all() : ecma_dot();
+  if (c.mode == TerminalComponent::Mode::kSearch) {
+    any = CodepointSet::all();
+    uint32_t loop = nfa.add_state();
+    nfa.add_eps(cur, loop);
+    uint32_t e = b.add_class(any, loop, &nfa);
+    nfa.add_eps(e, loop);
+    cur = loop;
+  }
+  cur = b.build(c.regex->root, cur, &nfa);
+  if (c.mode == TerminalComponent::Mode::kSearch) {
+    uint32_t loop = nfa.add_state();
+    nfa.add_eps(cur, loop);
+    uint32_t e = b.add_class(any, loop, &nfa);
+    nfa.add_eps(e, loop);
+    cur = loop;
+  }
+  if (c.json_string) {
+    uint32_t s = nfa.add_state();
+    nfa.add_edge(cur, '"', '"', s);
+    cur = s;
+  }
+  nfa.final = cur;
+  if (nfa.too_big) {
+    return ResourceExhausted("regex automaton exceeds " + std::to_string(kMaxNfaStates) +
+                             " NFA states (large repetition counts?)");
+  }
+  return nfa;
+}
+
+// Epsilon closure of `set` (sorted unique output).
+void closure(const Nfa& nfa, std::vector<uint32_t>* set, bool allow_begin, bool allow_end,
+             std::vector<uint8_t>* mark) {
+  std::vector<uint32_t> stack(set->begin(), set->end());
+  for (uint32_t s : *set) (*mark)[s] = 1;
+  while (!stack.empty()) {
+    uint32_t s = stack.back();
+    stack.pop_back();
+    for (const auto& e : nfa.eps[s]) {
+      if (e.kind == Nfa::kBegin && !allow_begin) continue;
+      if (e.kind == Nfa::kEnd && !allow_end) continue;
+      if (!(*mark)[e.to]) {
+        (*mark)[e.to] = 1;
+        set->push_back(e.to);
+        stack.push_back(e.to);
+      }
+    }
+  }
+  for (uint32_t s : *set) (*mark)[s] = 0;
+  std::sort(set->begin(), set->end());
+}
+
+}  // namespace
+
+StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
+  std::vector<Nfa> nfas;
+  for (const auto& c : spec.components) {
+    auto n = build_nfa(c);
+    if (!n.ok()) return Status(n.status().code(), "terminal " + spec.name + ": " + n.status().message());
+    nfas.push_back(std::move(*n));
+  }
+  Dfa dfa;
+  // Byte equivalence classes from all edge boundaries.
+  std::vector<uint8_t> boundary(257, 0);
+  for (const auto& n : nfas) {
+    for (const auto& es : n.edges) {
+      for (const auto& e : es) { boundary[e.lo] = 1; boundary[e.hi + 1] = 1; }
+    }
+  }
+  std::vector<uint8_t> representative;
+  uint32_t cls = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (b > 0 && boundary[b]) ++cls;
+    dfa.class_of_[b] = static_cast<uint8_t>(cls);
+    if (representative.size() <= cls) representative.push_back(static_cast<uint8_t>(b));
+  }
+  dfa.num_classes_ = cls + 1;
+
+  std::vector<std::vector<uint8_t>> marks;
+  for (const auto& n : nfas) marks.emplace_back(n.edges.size(), 0);
+
+  using Key = std::vector<uint32_t>;  // [is_start, n0, states..., n1, states...]
+  std::vector<Key> keys;
+  std::unordered_map<std::string, uint32_t> index;
+  auto key_string = [](const Key& k) {
+    return std::string(reinterpret_cast<const char*>(k.data()), k.size() * 4);
+  };
+  auto is_dead = [&](const Key& k) {
+    size_t p = 1;
+    for (size_t i = 0; i < nfas.size(); ++i) {
+      uint32_t n = k[p];
+      if (n == 0 && !spec.components[i].negated) return true;
+      p += 1 + n;
+    }
+    return false;
+  };
+  auto accepts = [&](const Key& k) {
+    size_t p = 1;
+    bool at_start = k[0] == 1;
+    for (size_t i = 0; i < nfas.size(); ++i) {
+      uint32_t n = k[p];
+      std::vector<uint32_t> set(k.begin() + p + 1, k.begin() + p + 1 + n);
+      closure(nfas[i], &set, at_start, true, &marks[i]);
+      bool acc = std::binary_search(set.begin(), set.end(), nfas[i].final);
+      if (acc == spec.components[i].negated) return false;
+      p += 1 + n;
+    }
+    return true;
+  };
+  // State 0: dead.
+  keys.push_back(Key{});
+  dfa.accepting_.push_back(0);
+  auto intern = [&](Key k) -> StatusOr<uint32_t> {
+    if (is_dead(k)) return 0u;
+    std::string ks = key_string(k);
+    auto it = index.find(ks);
+    if (it != index.end()) return it->second;
+    if (keys.size() >= max_states) {
+      return ResourceExhausted("terminal " + spec.name + ": automaton exceeds " +
+                               std::to_string(max_states) + " DFA states");
+    }
+    uint32_t id = static_cast<uint32_t>(keys.size());
+    index.emplace(std::move(ks), id);
+    dfa.accepting_.push_back(accepts(k) ? 1 : 0);
+    keys.push_back(std::move(k));
+    return id;
+  };
+  // key[0]: 1 = at the start of the content (BEGIN assertions hold), 2 = before the opening
+  // quote of a JSON string (the content starts after it), 0 = elsewhere. In a JSON string the
+  // content ends right before the closing quote, so END assertions are followed when moving
+  // on '"' (a raw quote can only be the closing one).
+  const bool json = !spec.components.empty() && spec.components[0].json_string;
+  Key start{json ? 2u : 1u};
+  for (size_t i = 0; i < nfas.size(); ++i) {
+    std::vector<uint32_t> set{nfas[i].start};
+    closure(nfas[i], &set, !json, false, &marks[i]);
+    start.push_back(static_cast<uint32_t>(set.size()));
+    start.insert(start.end(), set.begin(), set.end());
+  }
+  DI_ASSIGN_OR_RETURN(dfa.start_, intern(std::move(start)));
+  dfa.trans_.assign(dfa.num_classes_, 0);  // dead row
+  for (uint32_t s = 1; s < keys.size(); ++s) {
+    dfa.trans_.resize(static_cast<size_t>(s + 1) * dfa.num_classes_, 0);
+    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
+      uint8_t byte = representative[c];
+      const Key& k = keys[s];
+      uint32_t new_flag = k[0] == 2 ? 1 : 0;
+      Key next{new_flag};
+      size_t p = 1;
+      for (size_t i = 0; i < nfas.size(); ++i) {
+        uint32_t n = k[p];
+        std::vector<uint32_t> from(k.begin() + p + 1, k.begin() + p + 1 + n);
+        if (json && byte == '"' && k[0] != 2) closure(nfas[i], &from, k[0] == 1, true, &marks[i]);
+        std::vector<uint32_t> set;
+        for (uint32_t st : from) {
+          for (const auto& e : nfas[i].edges[st]) {
+            if (byte >= e.lo && byte <= e.hi) set.push_back(e.to);
+          }
+        }
+        std::sort(set.begin(), set.end());
+        set.erase(std::unique(set.begin(), set.end()), set.end());
+        closure(nfas[i], &set, new_flag == 1, false, &marks[i]);
+        next.push_back(static_cast<uint32_t>(set.size()));
+        next.insert(next.end(), set.begin(), set.end());
+        p += 1 + n;
+      }
+      DI_ASSIGN_OR_RETURN(uint32_t t, intern(std::move(next)));
+      dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c] = t;
+    }
+  }
+  // Liveness: states that can reach an accepting state.
+  uint32_t ns = static_cast<uint32_t>(keys.size());
+  std::vector<std::vector<uint32_t>> rev(ns);
+  for (uint32_t s = 1; s < ns; ++s) {
+    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
+      uint32_t t = dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c];
+      if (t) rev[t].push_back(s);
+    }
+  }
+  std::vector<uint8_t> live(ns, 0);
+  std::vector<uint32_t> stack;
+  for (uint32_t s = 1; s < ns; ++s) if (dfa.accepting_[s]) { live[s] = 1; stack.push_back(s); }
+  while (!stack.empty()) {
+    uint32_t s = stack.back();
+    stack.pop_back();
+    for (uint32_t p : rev[s]) if (!live[p]) { live[p] = 1; stack.push_back(p); }
+  }
+  for (auto& t : dfa.trans_) if (!live[t]) t = 0;
+  if (!live[dfa.start_]) dfa.start_ = 0;
+  dfa.has_successor_.assign(ns, 0);
+  for (uint32_t s = 1; s < ns; ++s) {
+    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
+      if (dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c]) { dfa.has_successor_[s] = 1; break; }
+    }
+  }
+  return dfa;
+}
+
+}  // namespace deepinfer::structured

@@ -1,0 +1,60 @@
+// Byte-level automata for grammar terminals. A terminal is a conjunction of components, each a
+// regex compiled to a byte NFA (Thompson construction; code points become UTF-8 byte ranges),
+// optionally negated. It is determinized eagerly into a DFA over byte equivalence classes, so
+// that stepping a terminal is one table lookup. State 0 is the dead state, and every other state
+// can still reach an accepting state (non-live states are folded into 0 after construction).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "structured/regex.h"
+
+namespace deepinfer::structured {
+
+struct TerminalComponent {
+  std::shared_ptr<const Regex> regex;
+  // kFull: the whole input must match. kSearch: ECMA-262 search semantics (the regex may match
+  // anywhere; ^ and $ assert the input's start and end).
+  enum class Mode { kFull, kSearch } mode = Mode::kFull;
+  // The regex describes the *decoded* content of a JSON string; the automaton accepts the
+  // quoted, escaped JSON text (canonical escapes: \" \\ \b \f \n \r \t, other controls \u00XX).
+  bool json_string = false;
+  bool negated = false;
+};
+
+struct TerminalSpec {
+  std::string name;  // for diagnostics and as a deduplication key (with the components)
+  std::vector<TerminalComponent> components;
+};
+
+class Dfa {
+ public:
+  static constexpr uint32_t kDead = 0;
+  uint32_t start() const { return start_; }
+  uint32_t next(uint32_t state, uint8_t byte) const {
+    return trans_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
+  }
+  bool accepting(uint32_t state) const { return accepting_[state] != 0; }
+  // Whether some byte leads from `state` to a live state.
+  bool has_successor(uint32_t state) const { return has_successor_[state] != 0; }
+  uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
+  bool empty_language() const { return start_ == kDead; }
+  size_t memory_bytes() const { return trans_.size() * 4 + accepting_.size(); }
+
+  // Builds the DFA; errors when it would exceed `max_states`.
+  static StatusOr<Dfa> build(const TerminalSpec& spec, uint32_t max_states);
+
+ private:
+  uint32_t start_ = 0;
+  uint32_t num_classes_ = 1;
+  uint8_t class_of_[256] = {};
+  std::vector<uint32_t> trans_;
+  std::vector<uint8_t> accepting_;
+  std::vector<uint8_t> has_successor_;
+};
+
+}  // namespace deepinfer::structured

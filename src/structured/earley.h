@@ -1,0 +1,62 @@
+// Earley recognizer over bytes whose terminals are DFAs (lexemes). An item waiting on a terminal
+// carries the terminal's DFA state, so the parser moves inside a lexeme with one table lookup
+// per byte and only runs completion/prediction when a lexeme can end. The chart is a stack of
+// Earley sets (one per accepted byte, or per "exit" during a mask walk); popping sets is the
+// rollback. Nullable symbols are handled as in Aycock & Horspool (predicting a nullable symbol
+// also advances over it). Nullable terminals (e.g. bounded whitespace) work the same way.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "structured/grammar.h"
+
+namespace deepinfer::structured {
+
+struct EarleyItem {
+  uint32_t prod;
+  uint32_t dot;
+  uint32_t origin;  // index of the set where the production was predicted
+  uint32_t dfa;     // DFA state when rhs[dot] is a terminal, else 0
+  bool operator==(const EarleyItem& o) const {
+    return prod == o.prod && dot == o.dot && origin == o.origin && dfa == o.dfa;
+  }
+};
+
+class EarleyParser {
+ public:
+  explicit EarleyParser(const CompiledGrammar* g);
+
+  void reset();  // chart = { closure(S' -> . start) }
+  uint32_t num_sets() const { return static_cast<uint32_t>(set_begin_.size()); }
+  // Advances by one byte; false (and no change) if the byte is not allowed.
+  bool push_byte(uint8_t b);
+  // Pushes the set reached when each scan item of the top set moved to new_states[i] (0 = died),
+  // in the order of scan_items(). False (and no change) when the new set is empty.
+  bool push_scanned(const uint32_t* new_states);
+  void pop_sets(uint32_t n);
+  // Scan items of the top set: items whose next symbol is a terminal.
+  const std::vector<uint32_t>& scan_items() const { return scan_idx_.back(); }
+  const EarleyItem& item(uint32_t idx) const { return items_[idx]; }
+  int item_terminal(uint32_t idx) const;
+  bool can_finish() const;  // the input so far is a complete sentence
+  uint64_t work() const { return work_; }
+  void reset_work() { work_ = 0; }
+
+ private:
+  void add(const EarleyItem& it);
+  EarleyItem advanced(const EarleyItem& it) const;
+  bool close_new_set();
+
+  const CompiledGrammar* g_;
+  std::vector<EarleyItem> items_;
+  std::vector<uint32_t> set_begin_;
+  std::vector<std::vector<uint32_t>> scan_idx_;  // per set: indices of scan items
+  std::vector<uint32_t> predicted_stamp_;         // per nonterminal: set id + 1 when predicted
+  std::vector<uint32_t> hash_;                     // open addressing over the set being built
+  uint32_t hash_count_ = 0;
+  uint32_t generation_ = 0;
+  uint64_t work_ = 0;
+};
+
+}  // namespace deepinfer::structured
