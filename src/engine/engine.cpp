@@ -110,8 +110,18 @@ struct Engine::Impl {
   EngineStats stats;
 
   void finish_sequence(std::unique_ptr<engine::Request> request, std::vector<RequestOutput>* out);
-  std::string detokenize(std::span<const int32_t> ids, bool skip_special) const {
-    return tokenizer ? tokenizer->decode(ids, skip_special) : std::string();
+  // Output text in the context of the prompt's last tokens, as vLLM's incremental detokenizer
+  // does: decode(context + ids) minus decode(context). Decoding the output alone would lose what
+  // a decoder does at the start of a text (e.g. SentencePiece drops the first token's space).
+  std::string detokenize(std::span<const int32_t> context, std::span<const int32_t> ids,
+                         bool skip_special) const {
+    if (!tokenizer) return std::string();
+    std::vector<int32_t> all(context.begin(), context.end());
+    all.insert(all.end(), ids.begin(), ids.end());
+    const std::string prefix = tokenizer->decode(context, skip_special);
+    std::string text = tokenizer->decode(all, skip_special);
+    if (text.compare(0, prefix.size(), prefix) == 0) return text.substr(prefix.size());
+    return tokenizer->decode(ids, skip_special);
   }
 };
 
@@ -191,12 +201,17 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
       return st;
     }
     const bool skip = params.skip_special_tokens;
-    m.sequences.emplace(id, Sequence{request_id, index,
-                                     sample::DetokenizingStopChecker(
-                                         params, [this, skip](std::span<const int32_t> ids) {
-                                           return impl_->detokenize(ids, skip);
-                                         }),
-                                     {}, 0});
+    constexpr size_t kContextTokens = 5;
+    std::vector<int32_t> context(
+        prompt_token_ids.end() - static_cast<std::ptrdiff_t>(std::min(kContextTokens, prompt_token_ids.size())),
+        prompt_token_ids.end());
+    m.sequences.emplace(
+        id, Sequence{request_id, index,
+                     sample::DetokenizingStopChecker(
+                         params, [this, skip, context](std::span<const int32_t> ids) {
+                           return impl_->detokenize(context, ids, skip);
+                         }),
+                     {}, 0});
     added.push_back(id);
   }
   m.groups.emplace(request_id, std::move(group));
