@@ -10,6 +10,8 @@ DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config git xz-utils
   nlohmann-json3-dev   # JSON: safetensors headers, config.json, tokenizer.json
   libpcre2-dev         # pre-tokenizer regexes (PCRE2 with JIT)
+  libicu-dev           # tokenizer: Unicode normalization (NFC) and character properties
+  liblzma-dev          # tokenizer: reads .xz-compressed tokenizer.json test fixtures
   libcurl4-openssl-dev # Hugging Face Hub downloads
   libcli11-dev         # command-line parsing
   libcpp-httplib-dev   # local HTTP server in tests; OpenAI-compatible server
