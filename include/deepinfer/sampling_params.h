@@ -47,9 +47,8 @@ struct SamplingParams {
   // always returned when set). nullopt = none. Values are of the raw model logits (vLLM's default
   // `logprobs_mode=raw_logprobs`), see src/sample/sampler.h.
   std::optional<int> logprobs;
-  bool detokenize = true;
+  bool detokenize = true;  // false: no output text (token ids only); stop strings need it
   bool skip_special_tokens = true;
-  bool spaces_between_special_tokens = true;
 
   static constexpr float kGreedyEpsilon = 1e-5f;  // temperature below this is greedy (vLLM _SAMPLING_EPS)
   static constexpr int kMaxLogprobs = 20;         // like OpenAI's top_logprobs limit

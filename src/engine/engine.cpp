@@ -200,7 +200,7 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
       }
       return st;
     }
-    const bool skip = params.skip_special_tokens;
+    const bool skip = params.skip_special_tokens, detok = params.detokenize;
     constexpr size_t kContextTokens = 5;
     std::vector<int32_t> context(
         prompt_token_ids.end() - static_cast<std::ptrdiff_t>(std::min(kContextTokens, prompt_token_ids.size())),
@@ -208,8 +208,8 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     m.sequences.emplace(
         id, Sequence{request_id, index,
                      sample::DetokenizingStopChecker(
-                         params, [this, skip, context](std::span<const int32_t> ids) {
-                           return impl_->detokenize(context, ids, skip);
+                         params, [this, skip, detok, context](std::span<const int32_t> ids) {
+                           return detok ? impl_->detokenize(context, ids, skip) : std::string();
                          }),
                      {}, 0});
     added.push_back(id);

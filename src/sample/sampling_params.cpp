@@ -41,6 +41,10 @@ Status SamplingParams::validate() const {
                              "] is an empty string; stop strings must be non-empty");
     }
   }
+  if (!detokenize && !stop.empty()) {
+    return InvalidArgument("SamplingParams.stop needs detokenize = true (stop strings are matched "
+                           "on the output text)");
+  }
   for (int32_t id : stop_token_ids) {
     if (id < 0) return field_error("stop_token_ids entry", "a token id >= 0", id);
   }

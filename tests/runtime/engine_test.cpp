@@ -212,6 +212,18 @@ TEST(Engine, StopStringsTruncateTheText) {
   ASSERT_TRUE(c.stop_reason.has_value());
   EXPECT_EQ(*c.stop_reason, stop);
   EXPECT_EQ(c.text, text.substr(0, text.find(stop)));
+
+  // detokenize = false: token ids only, no text; stop strings then are an error for that request.
+  SamplingParams raw = greedy(12);
+  raw.detokenize = false;
+  auto ids_only = llm->generate(std::vector<std::string>{"Once upon a time"}, raw);
+  ASSERT_TRUE(ids_only.ok());
+  EXPECT_EQ((*ids_only)[0].outputs[0].token_ids.size(), 12u);
+  EXPECT_EQ((*ids_only)[0].outputs[0].text, "");
+  raw.stop = {"x"};
+  auto refused = llm->generate(std::vector<std::string>{"Once upon a time"}, raw);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_NE((*refused)[0].error.find("detokenize"), std::string::npos) << (*refused)[0].error;
 }
 
 }  // namespace
