@@ -56,29 +56,9 @@ class LlamaCppVectors : public ::testing::TestWithParam<LlamaCppCase> {};
 TEST_P(LlamaCppVectors, MatchUpstream) {
   const auto& c = GetParam();
   const std::string base = "tests/data/tokenizers/llama.cpp/ggml-vocab-" + c.vocab + ".gguf";
-  const std::string inp = read_text(base + ".inp");
-  const std::string out = read_text(base + ".out");
-  const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
-  size_t pos = 0;
-  while (pos < inp.size()) {
-    const size_t hit = inp.find(sep, pos);
-    ASSERT_NE(hit, std::string::npos) << "unterminated case in " << base << ".inp";
-    texts.push_back(inp.substr(pos, hit - pos));
-    pos = hit + sep.size();
-  }
   std::vector<std::vector<int32_t>> expected;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    int32_t v;
-    while (ls >> v) ids.push_back(v);
-    expected.push_back(ids);
-  }
-  ASSERT_EQ(texts.size(), expected.size()) << base;
-  ASSERT_GE(texts.size(), 30u);
+  ASSERT_NO_FATAL_FAILURE(read_llama_cpp_vectors(base, &texts, &expected));
   const Tokenizer& tok = load_tokenizer(c.tokenizer);
   for (size_t i = 0; i < texts.size(); ++i) {
     auto ids = tok.encode(texts[i], /*add_special_tokens=*/false);

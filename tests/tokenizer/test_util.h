@@ -65,4 +65,30 @@ inline std::string ids_str(const std::vector<int32_t>& ids) {
   return s + "]";
 }
 
+// llama.cpp vocab test vectors `<base>.inp` / `<base>.out`: the strings separated by
+// "\n__ggml_vocab_test__\n", and one line of space-separated expected ids per string.
+inline void read_llama_cpp_vectors(const std::string& base, std::vector<std::string>* texts,
+                                   std::vector<std::vector<int32_t>>* expected) {
+  const std::string inp = read_text(base + ".inp");
+  const std::string out = read_text(base + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  for (size_t pos = 0; pos < inp.size();) {
+    const size_t hit = inp.find(sep, pos);
+    ASSERT_NE(hit, std::string::npos) << "unterminated case in " << base << ".inp";
+    texts->push_back(inp.substr(pos, hit - pos));
+    pos = hit + sep.size();
+  }
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream ls(line);
+    std::vector<int32_t> ids;
+    int32_t v;
+    while (ls >> v) ids.push_back(v);
+    expected->push_back(ids);
+  }
+  ASSERT_EQ(texts->size(), expected->size()) << base;
+  ASSERT_GE(texts->size(), 30u) << base;
+}
+
 }  // namespace deepinfer::tokenizer::testing
