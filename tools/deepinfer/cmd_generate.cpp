@@ -97,6 +97,11 @@ int run_generate(int argc, char** argv) {
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
   app.add_option("--device", cfg.device, "cpu");
   app.add_flag("--quiet", quiet, "print only the summary");
+  // A repeated single-value flag takes its last value, so `scripts/run.sh --temperature 0` can
+  // override the script's own settings (repeatable flags like --prompt keep every value).
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_expected_max() == 1) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
