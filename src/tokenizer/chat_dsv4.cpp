@@ -209,6 +209,19 @@ StatusOr<std::string> render_tools(const ojson& tools) {
   return tools_section(schemas);
 }
 
+// The tool definitions and response-format schema a system or developer message may carry.
+Status append_tools_and_response_format(const ojson& msg, std::string& prompt) {
+  if (truthy(msg, "tools")) {
+    DI_ASSIGN_OR_RETURN(std::string t, render_tools(msg["tools"]));
+    prompt += "\n\n" + t;
+  }
+  if (truthy(msg, "response_format")) {
+    prompt += "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n" +
+              python_json_dumps(msg["response_format"]);
+  }
+  return OkStatus();
+}
+
 StatusOr<std::string> encode_arguments_to_dsml(const ojson& arguments_field) {
   ojson args;
   bool parsed = false;
@@ -246,26 +259,12 @@ StatusOr<std::string> render_message(int index, const std::vector<ojson>& messag
   if (role == "system") {
     DI_ASSIGN_OR_RETURN(std::string content, text_or_empty(msg, "content"));
     prompt += content;
-    if (truthy(msg, "tools")) {
-      DI_ASSIGN_OR_RETURN(std::string t, render_tools(msg["tools"]));
-      prompt += "\n\n" + t;
-    }
-    if (truthy(msg, "response_format")) {
-      prompt += "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n" +
-                python_json_dumps(msg["response_format"]);
-    }
+    DI_RETURN_IF_ERROR(append_tools_and_response_format(msg, prompt));
   } else if (role == "developer") {
     DI_ASSIGN_OR_RETURN(std::string content, text_or_empty(msg, "content"));
     if (content.empty()) return InvalidArgument("developer message " + std::to_string(index) + " has no content");
     prompt += kUser + content;
-    if (truthy(msg, "tools")) {
-      DI_ASSIGN_OR_RETURN(std::string t, render_tools(msg["tools"]));
-      prompt += "\n\n" + t;
-    }
-    if (truthy(msg, "response_format")) {
-      prompt += "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n" +
-                python_json_dumps(msg["response_format"]);
-    }
+    DI_RETURN_IF_ERROR(append_tools_and_response_format(msg, prompt));
   } else if (role == "user") {
     prompt += kUser;
     if (truthy(msg, "content_blocks")) {
