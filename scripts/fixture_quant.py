@@ -223,16 +223,15 @@ def compare(decoded: dict, expected: dict, what: str):
     assert not bad, f"{what}: not bit-identical: {bad[:5]}"
 
 
-def validate_quantised(dest: str, spec, log):
-    """Dequantises model.safetensors with numpy, loads the result into HF, checks that HF holds exactly those
-    weights (bit for bit, re-read from HF's own save), returns the model."""
-    from safetensors.torch import load_file, save_file
+def load_decoded_into_hf(decoded: dict, model_dir: str):
+    """Loads decoded (dequantised) weights into DeepseekV4ForCausalLM through from_pretrained (HF's own
+    name mapping), using model_dir's config.json without its quantisation keys. fp32, eager attention."""
+    from safetensors.torch import save_file
     from transformers import DeepseekV4ForCausalLM
 
-    decoded = dequantise_numpy(os.path.join(dest, "model.safetensors"))
-    tmp = tempfile.mkdtemp(prefix="v4quant-validate-")
+    tmp = tempfile.mkdtemp(prefix="v4-decoded-")
     try:
-        with open(os.path.join(dest, "config.json")) as f:
+        with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
         for k in ("quantization_config", "expert_dtype"):
             cfg.pop(k, None)
@@ -242,11 +241,23 @@ def validate_quantised(dest: str, spec, log):
                   metadata={"format": "pt"})
         model, info = DeepseekV4ForCausalLM.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True,
                                                             attn_implementation="eager")
-        assert not any(info.values()), info
-        model.eval()
-        again = os.path.join(tmp, "again")
-        model.save_pretrained(again)
-        compare(decoded, load_file(os.path.join(again, "model.safetensors")), "numpy decode vs weights held by HF")
+        assert not any(info.values()), f"from_pretrained: {info}"
+        return model.eval()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def validate_quantised(dest: str, spec, log):
+    """Dequantises model.safetensors with numpy, loads the result into HF, checks that HF holds exactly those
+    weights (bit for bit, re-read from HF's own save), returns the model."""
+    from safetensors.torch import load_file
+
+    decoded = dequantise_numpy(os.path.join(dest, "model.safetensors"))
+    model = load_decoded_into_hf(decoded, dest)
+    tmp = tempfile.mkdtemp(prefix="v4quant-validate-")
+    try:
+        model.save_pretrained(tmp)
+        compare(decoded, load_file(os.path.join(tmp, "model.safetensors")), "numpy decode vs weights held by HF")
         n_q = sum(1 for _, (dt, _, _) in read_safetensors(os.path.join(dest, "model.safetensors")).items() if dt in ("F8_E4M3", "I8"))
         log(f"  numpy decoder: {len(decoded)} tensors ({n_q} FP8/FP4) bit-identical to the weights loaded into HF")
         return model

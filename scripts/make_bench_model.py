@@ -249,10 +249,7 @@ def validate(out: str, log, prompt_len: int):
     """numpy-decode every shard (fixture_quant's independent decoder), load into HF DeepseekV4ForCausalLM through
     from_pretrained (HF's own name mapping), run one forward; then check hf_baseline's direct loader gives the same
     weights bit for bit and the same logits."""
-    import tempfile
     import numpy as np
-    from safetensors.torch import save_file
-    from transformers import DeepseekV4ForCausalLM
 
     with open(os.path.join(out, "model.safetensors.index.json")) as f:
         index = json.load(f)
@@ -267,30 +264,15 @@ def validate(out: str, log, prompt_len: int):
         + ", ".join(f"{k} {v:,}" for k, v in sorted(by_dtype.items())))
     bad = [k for k, v in decoded.items() if v.dtype != np.int64 and not np.isfinite(v).all()]
     assert not bad, f"non-finite decoded weights: {bad[:5]}"
-    tmp = tempfile.mkdtemp(prefix="v4bench-validate-")
-    try:
-        with open(os.path.join(out, "config.json")) as f:
-            cfg = json.load(f)
-        for k in ("quantization_config", "expert_dtype"):
-            cfg.pop(k, None)
-        with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump(cfg, f)
-        save_file({k: torch.from_numpy(v) for k, v in decoded.items()}, os.path.join(tmp, "model.safetensors"),
-                  metadata={"format": "pt"})
-        del decoded
-        ref, info = DeepseekV4ForCausalLM.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True,
-                                                          attn_implementation="eager")
-        assert not any(info.values()), f"from_pretrained: {info}"
-        ref.eval()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    ref = fq.load_decoded_into_hf(decoded, out)
+    del decoded
     rp = ref.config.rope_parameters
     log(f"[validate] HF config: layer_types {ref.config.layer_types}, mlp {ref.config.mlp_layer_types}, "
         f"rope main {rp['main']}, compress {rp['compress']}")
     assert rp["compress"]["rope_type"] == "yarn" and rp["compress"]["attention_factor"] == 1.0
     assert abs(rp["compress"]["partial_rotary_factor"] - 0.125) < 1e-12
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, cfg["vocab_size"], (1, prompt_len), generator=g)
+    ids = torch.randint(0, ref.config.vocab_size, (1, prompt_len), generator=g)
     t0 = time.time()
     with torch.no_grad():
         logits = ref(input_ids=ids, use_cache=False).logits[0].float()
