@@ -10,11 +10,16 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ "${1:-}" = "--stage" ]; then
   set -e
   cmake --preset cuda -G Ninja >/dev/null
-  cmake --build build/cuda -j"$(nproc)"
-  rm -rf .gpu && mkdir -p .gpu
-  ctest --test-dir build/cuda -L gpu --show-only=json-v1 |
-    python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"]]' |
-    while read -r bin; do cp "$bin" .gpu/; done
+  # Only what runs on the GPU machine: the gpu-labelled tests, the CLI and the kernel benchmark.
+  bins=$(ctest --test-dir build/cuda -L gpu --show-only=json-v1 |
+    python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"]]')
+  targets="deepinfer $(for b in $bins; do basename "$b"; done | tr '\n' ' ')"
+  ninja -C build/cuda -t targets all 2>/dev/null | grep -q '^bench_ops:' && targets="$targets bench_ops"
+  cmake --build build/cuda -j"$(nproc)" --target $targets
+  rm -rf .gpu && mkdir -p .gpu/bin
+  for b in $bins; do cp "$b" .gpu/; done
+  cp build/cuda/tools/deepinfer/deepinfer .gpu/bin/ 2>/dev/null || true
+  find build/cuda -name bench_ops -type f -perm -u+x -exec cp {} .gpu/bin/ \; 2>/dev/null || true
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
   echo "staged: $(ls .gpu | tr '\n' ' ')"
   exit 0
@@ -31,7 +36,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
 status=0
 for bin in "$dir"/*; do
-  [ -x "$bin" ] || continue
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
   name=$(basename "$bin")
   "$bin" --gtest_output="json:$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -E '^\[  (FAILED|PASSED) |^device|worst' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

@@ -38,6 +38,7 @@ enum class OpKind {
   kScatterAddRows,
   kAdd,
   kCopy,
+  kCompressorSlots,
 };
 const char* op_name(OpKind op);
 
@@ -67,6 +68,22 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual bool supports_op(OpKind op, DType dtype = DType::kF32) const = 0;
+
+  // ---- memory ----
+  // Tensors an op receives live in this backend's memory. A host backend (the CPU) uses plain
+  // host tensors; a device backend's tensors are `on_device()` and only its ops, `upload` and
+  // `download` touch them. Ops are queued in order on one stream; `download` and `synchronize`
+  // wait for everything queued before them.
+  virtual bool host_memory() const { return true; }
+  // A zero-filled tensor in this backend's memory, freed when its last copy goes away.
+  virtual StatusOr<Tensor> alloc(DType dtype, Shape shape);
+  // dst (backend memory) = host (host memory); same dtype and numel. `host` may be reused as soon
+  // as the call returns.
+  virtual Status upload(const Tensor& host, Tensor& dst);
+  // host (host memory) = src (backend memory); same dtype and numel; waits for queued work.
+  virtual Status download(const Tensor& src, Tensor& host);
+  // Waits for queued work; reports a device-side error (bad index) of an earlier op.
+  virtual Status synchronize() { return OkStatus(); }
 
   // ---- weights ----
   // out [N, K] F32 = dequantized w. w: F32/BF16/F16 [N, K] (scale null); F8E4M3 [N, K] with
@@ -139,6 +156,22 @@ class Backend {
   // out [S, hc, H]: out[s,k] = post[s,k]·y[s] + Σ_j comb[s,j,k]·X[s,j]. out must not alias X.
   virtual Status hc_expand(const Tensor& x, const Tensor& y, const Tensor& post,
                            const Tensor& comb, Tensor& out) = 0;
+
+  // ---- compressor (deepseek-v4.md §6.3) ----
+  // Assembles the pooling slots of n closed windows of m rows. kv, gate [n·m, coff·d] are the raw
+  // projections in token order (coff = 1: HCA, 2: CSA), ape [m, coff·d] the position bias.
+  // values, scores [n, coff·m, d]:
+  //   HCA: slot j of window i = kv[i·m+j], gate[i·m+j] + ape[j].
+  //   CSA: slot m+j = b-half (channels d..2d) of row i·m+j, gate + ape[j, d..2d); slot j = a-half
+  //        (channels 0..d) of row (i−1)·m+j with gate + ape[j, 0..d); for i = 0 the a-half comes
+  //        from overlap_kv / overlap_gate [m, d] (gate already biased), or, when they are null,
+  //        is value 0 with score −inf (entry 0 has no a-part).
+  // CSA with next_overlap_kv/_gate [m, d] non-null: they receive window n−1's biased a-halves
+  // (they may alias overlap_kv / overlap_gate).
+  virtual Status compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                                  const Tensor* overlap_kv, const Tensor* overlap_gate, int64_t m,
+                                  Tensor& values, Tensor& scores, Tensor* next_overlap_kv,
+                                  Tensor* next_overlap_gate) = 0;
 
   // ---- elementwise / movement ----
   virtual Status add(const Tensor& a, const Tensor& b, Tensor& out) = 0;  // same shapes, F32

@@ -255,4 +255,40 @@ StatusOr<DequantDims> check_dequantize(const Tensor& w, const Tensor* scale, int
   return DequantDims{N, K, true, packed || dt == DType::kF4E2M1};
 }
 
+StatusOr<SlotsDims> check_compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                                           const Tensor* overlap_kv, const Tensor* overlap_gate,
+                                           int64_t m, const Tensor& values, const Tensor& scores,
+                                           const Tensor* next_overlap_kv,
+                                           const Tensor* next_overlap_gate) {
+  const char* op = "compressor_slots";
+  if (m <= 0) return InvalidArgument(std::string(op) + ": m must be >= 1, got " + std::to_string(m));
+  DI_RETURN_IF_ERROR(check_rank(op, "values", values, DType::kF32, 3));
+  SlotsDims d{values.dim(0), m, 0, values.dim(2)};
+  if (d.d <= 0 || values.dim(1) % m != 0 || (values.dim(1) / m != 1 && values.dim(1) / m != 2))
+    return InvalidArgument(std::string(op) + ": values: expected [n, coff*m, d] with coff 1 or 2 and m = " +
+                           std::to_string(m) + ", got " + values.describe());
+  d.coff = values.dim(1) / m;
+  const int64_t cd = d.coff * d.d;
+  DI_RETURN_IF_ERROR(check_tensor(op, "scores", scores, DType::kF32, {d.n, d.coff * m, d.d}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "kv", kv, DType::kF32, {d.n * m, cd}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "gate", gate, DType::kF32, {d.n * m, cd}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "ape", ape, DType::kF32, {m, cd}));
+  if ((overlap_kv == nullptr) != (overlap_gate == nullptr))
+    return InvalidArgument(std::string(op) + ": overlap_kv and overlap_gate must be given together");
+  if ((next_overlap_kv == nullptr) != (next_overlap_gate == nullptr))
+    return InvalidArgument(std::string(op) + ": next_overlap_kv and next_overlap_gate must be given together");
+  if (d.coff == 1 && (overlap_kv || next_overlap_kv))
+    return InvalidArgument(std::string(op) + ": overlap tensors are for CSA (coff = 2) only");
+  if (overlap_kv) {
+    DI_RETURN_IF_ERROR(check_tensor(op, "overlap_kv", *overlap_kv, DType::kF32, {m, d.d}));
+    DI_RETURN_IF_ERROR(check_tensor(op, "overlap_gate", *overlap_gate, DType::kF32, {m, d.d}));
+  }
+  if (next_overlap_kv) {
+    if (d.n == 0) return InvalidArgument(std::string(op) + ": next_overlap needs n >= 1 windows");
+    DI_RETURN_IF_ERROR(check_tensor(op, "next_overlap_kv", *next_overlap_kv, DType::kF32, {m, d.d}));
+    DI_RETURN_IF_ERROR(check_tensor(op, "next_overlap_gate", *next_overlap_gate, DType::kF32, {m, d.d}));
+  }
+  return d;
+}
+
 }  // namespace deepinfer::backend

@@ -61,6 +61,13 @@ StatusOr<StreamDims> check_hc_collapse(const Tensor& x, const Tensor& pre, const
 StatusOr<StreamDims> check_hc_expand(const Tensor& x, const Tensor& y, const Tensor& post,
                                      const Tensor& comb, const Tensor& out);
 
+struct SlotsDims { int64_t n, m, coff, d; };
+StatusOr<SlotsDims> check_compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                                           const Tensor* overlap_kv, const Tensor* overlap_gate,
+                                           int64_t m, const Tensor& values, const Tensor& scores,
+                                           const Tensor* next_overlap_kv,
+                                           const Tensor* next_overlap_gate);
+
 Status check_add(const Tensor& a, const Tensor& b, const Tensor& out);
 Status check_copy(const Tensor& src, const Tensor& dst);
 

@@ -28,8 +28,9 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   for (int64_t d : t.shape_) DI_CHECK(d >= 0) << "negative dimension in " << shape_str(t.shape_);
   uint64_t bytes = t.nbytes();
   // Over-allocate to a multiple of 64 bytes so vector loops may read a whole cache line.
-  t.storage_ = std::shared_ptr<uint8_t[]>(new uint8_t[(bytes + 63) / 64 * 64 + 64]());
-  t.data_ = t.storage_.get();
+  auto storage = std::shared_ptr<uint8_t[]>(new uint8_t[(bytes + 63) / 64 * 64 + 64]());
+  t.data_ = storage.get();
+  t.storage_ = std::move(storage);
   return t;
 }
 
@@ -55,6 +56,17 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::adopt(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
+                     bool on_device) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = static_cast<uint8_t*>(data);
+  t.storage_ = std::move(owner);
+  t.on_device_ = on_device;
+  return t;
+}
+
 Tensor Tensor::view(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -74,12 +86,15 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::clone() const {
+  DI_CHECK(!on_device_) << "clone() of device tensor " << describe() << " (download it first)";
   Tensor t = empty(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
 }
 
-std::string Tensor::describe() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_str(shape_) + (on_device_ ? "@device" : "");
+}
 
 Status check_tensor(const char* op, const char* arg, const Tensor& t, DType dtype,
                     std::initializer_list<int64_t> expected) {

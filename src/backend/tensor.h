@@ -36,6 +36,10 @@ class Tensor {
   static Tensor from_i32(Shape shape, const std::vector<int32_t>& values);
   // Borrowed: `data` must outlive every use of the tensor.
   static Tensor borrow(const void* data, DType dtype, Shape shape);
+  // Memory owned by `owner` (any shared handle, e.g. a device allocation whose deleter frees it);
+  // `on_device` marks memory the host must not dereference (only backend ops touch it).
+  static Tensor adopt(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
+                      bool on_device);
 
   // False for a default-constructed Tensor (no shape, no data).
   bool defined() const { return data_ != nullptr || !shape_.empty(); }
@@ -46,6 +50,8 @@ class Tensor {
   int64_t numel() const;
   uint64_t nbytes() const { return dtype_bytes(dtype_, static_cast<uint64_t>(numel())); }
   bool owned() const { return storage_ != nullptr; }
+  // True for memory only a device backend may touch (Backend::alloc of a GPU backend).
+  bool on_device() const { return on_device_; }
 
   template <typename T>
   T* data() const { return reinterpret_cast<T*>(data_); }
@@ -55,7 +61,7 @@ class Tensor {
   Tensor view(Shape shape) const;
   // Rows [begin, end) along dim 0 (shares storage).
   Tensor rows(int64_t begin, int64_t end) const;
-  // Deep copy into owned storage.
+  // Deep copy into owned host storage (host tensors only; checked).
   Tensor clone() const;
   std::string describe() const;  // "F32[3, 4]"
 
@@ -63,7 +69,8 @@ class Tensor {
   DType dtype_ = DType::kF32;
   Shape shape_;
   uint8_t* data_ = nullptr;
-  std::shared_ptr<uint8_t[]> storage_;
+  bool on_device_ = false;
+  std::shared_ptr<void> storage_;
 };
 
 // Shape/dtype checks used at every op entry. They return kInvalidArgument naming the op and the

@@ -53,9 +53,16 @@ StatusOr<Tensor> WeightLoader::convert(const io::WeightEntry& e, const Shape& sh
     br = pow2_at_least((flat[0] + s.shape[0] - 1) / s.shape[0]);  // FP8: 128, FP4: 1
     bc = pow2_at_least((flat[1] + s.shape[1] - 1) / s.shape[1]);  // FP8: 128, FP4: 32
   }
-  Status st = backend_->dequantize(src, e.scale ? &scale : nullptr, br, bc, out);
+  // Weights are dequantized on the host (exact, elementwise) and placed by the model afterwards.
+  backend::Backend* be = backend_->host_memory() ? backend_ : host_backend();
+  Status st = be->dequantize(src, e.scale ? &scale : nullptr, br, bc, out);
   if (!st.ok()) return st.with_context(where(v));
   return out.view(v.shape.empty() ? Shape{1} : v.shape);
+}
+
+backend::Backend* WeightLoader::host_backend() {
+  if (!host_) host_ = backend::make_cpu_backend();
+  return host_.get();
 }
 
 StatusOr<Tensor> WeightLoader::load(const std::string& name, const Shape& shape) {

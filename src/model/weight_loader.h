@@ -1,4 +1,4 @@
-// Loads checkpoint weights as F32 backend Tensors through io::WeightRegistry (canonical names,
+// Loads checkpoint weights as F32 host Tensors through io::WeightRegistry (canonical names,
 // both DeepSeek and HF spellings, FP8/FP4 scales attached). Every weight is dequantized ONCE, at
 // load time (BF16, F16, FP8 e4m3 with block scales, FP4 e2m1 with 1x32 scales → F32; see
 // docs/model.md for why), with the backend's `dequantize` op.
@@ -34,7 +34,9 @@ class WeightLoader {
   std::string dir_;
   std::unique_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<io::WeightRegistry> registry_;
+  backend::Backend* host_backend();  // for dequantizing when backend_ has device memory
   backend::Backend* backend_ = nullptr;
+  std::unique_ptr<backend::Backend> host_;
 };
 
 }  // namespace deepinfer::model

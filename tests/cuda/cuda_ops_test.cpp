@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -293,6 +294,88 @@ TEST_F(CudaOps, EmbeddingDequantizeAddCopy) {
   Status s2 = gpu_->add(da.dev, dbadt.dev, dc.dev);
   EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s2.message().find("add"), std::string::npos);
+}
+
+TEST_F(CudaOps, CompressorSlotsCsaAndHca) {
+  const int64_t m = 4, d = 13;
+  for (int64_t coff : {1, 2})
+    for (int64_t n : {1, 3}) {
+      Tensor kv = randn({n * m, coff * d}), gate = randn({n * m, coff * d}), ape = randn({m, coff * d});
+      Tensor ok = randn({m, d}), og = randn({m, d});
+      Tensor values = Tensor::empty(DType::kF32, {n, coff * m, d});
+      Tensor scores = Tensor::empty(DType::kF32, {n, coff * m, d});
+      Tensor nk = Tensor::empty(DType::kF32, {m, d}), ng = Tensor::empty(DType::kF32, {m, d});
+      auto dkv = on_device(kv), dg = on_device(gate), da = on_device(ape), dok = on_device(ok),
+           dog = on_device(og), dv = on_device(values), ds = on_device(scores);
+      const bool csa = coff == 2;
+      for (bool with_overlap : {false, true}) {
+        if (with_overlap && !csa) continue;
+        Tensor ok2 = ok.clone(), og2 = og.clone();
+        auto dok2 = on_device(ok2), dog2 = on_device(og2);
+        // The next overlap aliases the overlap input, as the model uses it.
+        ASSERT_TRUE(cpu_->compressor_slots(kv, gate, ape, with_overlap ? &ok2 : nullptr,
+                                           with_overlap ? &og2 : nullptr, m, values, scores,
+                                           csa ? &ok2 : nullptr, csa ? &og2 : nullptr).ok());
+        ASSERT_TRUE(gpu_->compressor_slots(dkv.dev, dg.dev, da.dev,
+                                           with_overlap ? &dok2.dev : nullptr,
+                                           with_overlap ? &dog2.dev : nullptr, m, dv.dev, ds.dev,
+                                           csa ? &dok2.dev : nullptr, csa ? &dog2.dev : nullptr).ok());
+        expect_close("compressor_slots values", values, dv, 0);
+        expect_close("compressor_slots scores", scores, ds, 0);
+        if (csa) {
+          expect_close("compressor_slots next overlap kv", ok2, dok2, 0);
+          expect_close("compressor_slots next overlap gate", og2, dog2, 0);
+        }
+      }
+    }
+}
+
+TEST_F(CudaOps, BatchInvariantMatmulIsExactAcrossBatchSizes) {
+  CudaBackendOptions o;
+  o.batch_invariant = true;
+  auto bi = CudaBackend::create(o);
+  ASSERT_TRUE(bi.ok()) << bi.status().to_string();
+  const int64_t N = 97, K = 301, G = 2;
+  Tensor w = randn({G * N, K});
+  Tensor x64 = randn({64, G * K});
+  auto dw = on_device(w), dx = on_device(x64);
+  std::vector<float> first_rows;  // row 0's output for every M
+  for (int64_t M : {1, 7, 33, 64}) {
+    Tensor out = Tensor::empty(DType::kF32, {M, G * N});
+    auto dout = on_device(out);
+    Tensor xm = dx.dev.rows(0, M);
+    ASSERT_TRUE((*bi)->matmul(xm, dw.dev, dout.dev, G).ok());
+    ASSERT_TRUE((*bi)->synchronize().ok());
+    Tensor got = to_host(dout);
+    if (first_rows.empty()) {
+      first_rows.assign(got.data<float>(), got.data<float>() + G * N);
+      Tensor ref = Tensor::empty(DType::kF32, {1, G * N});
+      Tensor x1 = x64.rows(0, 1);
+      ASSERT_TRUE(cpu_->matmul(x1, w, ref, G).ok());
+      expect_close("matmul (batch-invariant)", ref, dout, 2e-6);
+    } else {
+      EXPECT_EQ(0, std::memcmp(got.data<float>(), first_rows.data(), first_rows.size() * 4))
+          << "row 0 differs at M = " << M;
+    }
+  }
+}
+
+TEST_F(CudaOps, AllocUploadDownload) {
+  Tensor h = randn({37, 5});
+  auto t = gpu_->alloc(DType::kF32, {37, 5});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->on_device());
+  ASSERT_TRUE(gpu_->upload(h, *t).ok());
+  Tensor back = Tensor::empty(DType::kF32, {37, 5});
+  ASSERT_TRUE(gpu_->download(*t, back).ok());
+  EXPECT_EQ(0, std::memcmp(back.raw(), h.raw(), h.nbytes()));
+  auto z = gpu_->alloc(DType::kI32, {1000});  // zero-filled, also when a block is reused
+  ASSERT_TRUE(z.ok());
+  Tensor zh = Tensor::empty(DType::kI32, {1000});
+  zh.data<int32_t>()[0] = 7;
+  ASSERT_TRUE(gpu_->download(*z, zh).ok());
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(zh.data<int32_t>()[i], 0) << i;
+  EXPECT_EQ(gpu_->upload(h, zh).code(), StatusCode::kInvalidArgument);  // dtype/size mismatch
 }
 
 }  // namespace

@@ -11,12 +11,19 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <random>
 #include <iostream>
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/make_backend.h"
 #include "model/model.h"
 #include "reference.h"
+
+// The backend the model runs on: "cpu" in CI; the GPU test program builds this file with "cuda".
+#ifndef DI_MODEL_TEST_DEVICE
+#define DI_MODEL_TEST_DEVICE "cpu"
+#endif
 
 namespace deepinfer::model {
 namespace {
@@ -49,7 +56,9 @@ struct Prompt {
 class V4Fixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    be_ = backend::make_cpu_backend();
+    auto be = backend::make_backend(DI_MODEL_TEST_DEVICE, {/*batch_invariant=*/true});
+    ASSERT_TRUE(be.ok()) << be.status().to_string();
+    be_ = std::move(be).value();
     auto m = load_model(GetParam(), be_.get());
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(m).value();
@@ -169,6 +178,76 @@ TEST_P(V4Fixture, ReferenceBackendAndBatchingAgree) {
   EXPECT_LE(eb.worst, 1e-6) << "batched sequence 1 (last-token logits)";
   EXPECT_EQ(s1->num_tokens(), static_cast<int64_t>(a.ids.size()));
   EXPECT_EQ(s2->num_tokens(), static_cast<int64_t>(b.ids.size()));
+}
+
+TEST_P(V4Fixture, BatchCompositionDoesNotChangeLogits) {
+  // A request's logits are bitwise the same alone and inside batches of 7 and 64 mixed requests
+  // (prefill chunks of other lengths and decode steps of other sequences around it).
+  std::mt19937 gen(std::random_device{}());
+  const uint32_t seed = gen();
+  gen.seed(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V_ - 1));
+  std::uniform_int_distribution<int> len(1, 24);
+  std::vector<int32_t> target = prompts_.front().ids;
+  const int32_t next_token = tok(gen);
+  // Alone: prefill, then one decode step.
+  auto alone = [&](std::vector<float>* prefill, std::vector<float>* decode) {
+    auto st = model_->new_sequence_state();
+    SequenceInput in{std::span<const int32_t>(target), st.get(), true};
+    auto l = model_->forward({&in, 1});
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    prefill->assign(l->data<float>(), l->data<float>() + l->numel());
+    SequenceInput step{std::span<const int32_t>(&next_token, 1), st.get(), false};
+    auto d = model_->forward({&step, 1});
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    decode->assign(d->data<float>(), d->data<float>() + d->numel());
+  };
+  std::vector<float> want_prefill, want_decode;
+  alone(&want_prefill, &want_decode);
+  for (int batch : {1, 7, 64}) {
+    std::vector<std::unique_ptr<SequenceState>> states;
+    std::vector<std::vector<int32_t>> others(batch - 1);
+    for (auto& o : others) {
+      o.resize(len(gen));
+      for (int32_t& t : o) t = tok(gen);
+    }
+    // Step 1: the target's prefill among the others' prefills (target in the middle).
+    auto target_state = model_->new_sequence_state();
+    std::vector<SequenceInput> inputs;
+    const size_t where = others.size() / 2;
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (i == where) inputs.push_back({std::span<const int32_t>(target), target_state.get(), true});
+      states.push_back(model_->new_sequence_state());
+      inputs.push_back({std::span<const int32_t>(others[i]), states.back().get(), i % 2 == 0});
+    }
+    if (where == others.size())
+      inputs.push_back({std::span<const int32_t>(target), target_state.get(), true});
+    auto l = model_->forward(inputs);
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    int64_t row = 0;
+    for (size_t i = 0; i < inputs.size() && inputs[i].state != target_state.get(); ++i)
+      row += inputs[i].all_logits ? static_cast<int64_t>(inputs[i].tokens.size()) : 1;
+    EXPECT_EQ(0, std::memcmp(l->data<float>() + row * V_, want_prefill.data(),
+                             want_prefill.size() * sizeof(float)))
+        << GetParam() << ": prefill logits differ in a batch of " << batch << " (seed " << seed << ")";
+    // Step 2: the target's decode step among the others' decode steps.
+    std::vector<int32_t> steps(others.size());
+    for (int32_t& t : steps) t = tok(gen);
+    std::vector<SequenceInput> dec;
+    for (size_t i = 0, o = 0; i < inputs.size(); ++i) {
+      if (inputs[i].state == target_state.get()) {
+        dec.push_back({std::span<const int32_t>(&next_token, 1), target_state.get(), false});
+      } else {
+        dec.push_back({std::span<const int32_t>(&steps[o], 1), inputs[i].state, false});
+        ++o;
+      }
+    }
+    auto d = model_->forward(dec);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    EXPECT_EQ(0, std::memcmp(d->data<float>() + where * V_, want_decode.data(),
+                             want_decode.size() * sizeof(float)))
+        << GetParam() << ": decode logits differ in a batch of " << batch << " (seed " << seed << ")";
+  }
 }
 
 TEST_P(V4Fixture, BadInputsAreErrors) {

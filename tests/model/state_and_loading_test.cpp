@@ -18,7 +18,8 @@ using backend::Tensor;
 
 TEST(ContiguousV4State, WindowEntriesAndErrors) {
   v4::StateDims dims{/*num_layers=*/2, /*window=*/5, /*head_dim=*/3, /*index_head_dim=*/2};
-  v4::ContiguousV4State st(dims);
+  auto be = backend::make_cpu_backend();
+  v4::ContiguousV4State st(dims, be.get());
   std::mt19937 gen(std::random_device{}());
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> rows(4 * 3);

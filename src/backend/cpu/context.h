@@ -58,6 +58,10 @@ inline float dot(const CpuContext& ctx, const float* a, const float* b, int64_t 
 Status dequantize(const CpuContext& ctx, const Tensor& w, const Tensor* scale, int64_t block_rows,
                   int64_t block_cols, Tensor& out);
 Status embedding(const CpuContext& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
+Status compressor_slots(const CpuContext& ctx, const Tensor& kv, const Tensor& gate,
+                        const Tensor& ape, const Tensor* overlap_kv, const Tensor* overlap_gate,
+                        int64_t m, Tensor& values, Tensor& scores, Tensor* next_overlap_kv,
+                        Tensor* next_overlap_gate);
 Status matmul(const CpuContext& ctx, const Tensor& x, const Tensor& w, Tensor& out, int64_t groups);
 Status rms_norm(const CpuContext& ctx, const Tensor& x, const Tensor* weight, float eps, Tensor& out);
 Status rope(const CpuContext& ctx, Tensor& x, const Tensor& positions, const Tensor& inv_freq,

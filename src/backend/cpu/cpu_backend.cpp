@@ -98,6 +98,13 @@ class CpuBackend final : public Backend {
     return cpu::add(ctx_, a, b, out);
   }
   Status copy(const Tensor& src, Tensor& dst) override { return cpu::copy(ctx_, src, dst); }
+  Status compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                          const Tensor* overlap_kv, const Tensor* overlap_gate, int64_t m,
+                          Tensor& values, Tensor& scores, Tensor* next_overlap_kv,
+                          Tensor* next_overlap_gate) override {
+    return cpu::compressor_slots(ctx_, kv, gate, ape, overlap_kv, overlap_gate, m, values, scores,
+                                 next_overlap_kv, next_overlap_gate);
+  }
 
  private:
   cpu::CpuContext ctx_;
@@ -130,6 +137,7 @@ const char* op_name(OpKind op) {
     case OpKind::kScatterAddRows: return "scatter_add_rows";
     case OpKind::kAdd: return "add";
     case OpKind::kCopy: return "copy";
+    case OpKind::kCompressorSlots: return "compressor_slots";
   }
   return "?";
 }

@@ -1,6 +1,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cmath>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "backend/cuda/dequant.h"
 #include "backend/op_checks.h"
@@ -12,12 +15,84 @@ using namespace backend;  // op argument checks (backend/op_checks.h)
 using backend::OpKind;
 using backend::Tensor;
 
+// Caching allocator behind CudaBackend::alloc. Blocks are bucketed by rounded size; a freed
+// block goes back to its bucket and is handed out again in stream order (one stream, so later
+// work using it is ordered after earlier work). Shared with every tensor's deleter so that it
+// outlives the backend when tensors do; the destructor frees what is cached.
+class TensorCache {
+ public:
+  ~TensorCache() {
+    for (auto& [bytes, blocks] : free_)
+      for (void* p : blocks) cudaFree(p);
+  }
+  static uint64_t bucket(uint64_t bytes) {
+    if (bytes <= 512) return 512;
+    if (bytes <= (uint64_t{1} << 20)) {  // next power of two up to 1 MiB
+      uint64_t b = 512;
+      while (b < bytes) b <<= 1;
+      return b;
+    }
+    const uint64_t step = uint64_t{2} << 20;  // 2 MiB steps beyond
+    return (bytes + step - 1) / step * step;
+  }
+  StatusOr<void*> get(uint64_t b) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(b);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, b);
+    if (err != cudaSuccess) {  // give the cached blocks back and try once more
+      cudaGetLastError();
+      release_cached();
+      err = cudaMalloc(&p, b);
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        return ResourceExhausted("cuda alloc: out of device memory allocating " +
+                                 std::to_string(b) + " bytes (" + cudaGetErrorString(err) + ")");
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ += b;
+    return p;
+  }
+  void put(uint64_t b, void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[b].push_back(p);
+  }
+  uint64_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+
+ private:
+  void release_cached() {
+    cudaDeviceSynchronize();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [bytes, blocks] : free_) {
+      for (void* p : blocks) cudaFree(p);
+      held_ -= bytes * blocks.size();
+      blocks.clear();
+    }
+  }
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, std::vector<void*>> free_;
+  uint64_t held_ = 0;
+};
+
 struct CudaBackend::State {
+  std::shared_ptr<TensorCache> cache = std::make_shared<TensorCache>();
   Stream stream;
   CublasHandle blas;
   DeviceBuffer error_flag;  // int32 on the device
   DeviceBuffer workspace;   // grows on demand (top-k sort)
   const char* last_op = "";
+  bool batch_invariant = false;
 };
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : st_(std::move(state)) {}
@@ -29,8 +104,10 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   DI_ASSIGN_OR_RETURN(CublasHandle blas, CublasHandle::create(stream.get()));
   DI_ASSIGN_OR_RETURN(DeviceBuffer flag, DeviceBuffer::allocate(sizeof(int32_t)));
   DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flag.data(), 0, sizeof(int32_t), stream.get()));
-  auto st = std::unique_ptr<State>(
-      new State{std::move(stream), std::move(blas), std::move(flag), DeviceBuffer(), ""});
+  auto st = std::unique_ptr<State>(new State{std::make_shared<TensorCache>(), std::move(stream),
+                                             std::move(blas), std::move(flag), DeviceBuffer(),
+                                             ""});
+  st->batch_invariant = options.batch_invariant;
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(st)));
 }
 
@@ -52,6 +129,62 @@ Status CudaBackend::synchronize() {
     return OutOfRange(std::string("cuda backend: ") + kernels::error_code_name(code));
   }
   return OkStatus();
+}
+
+StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
+  for (int64_t d : shape)
+    if (d < 0) return InvalidArgument("alloc: negative dimension in " + backend::shape_str(shape));
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const uint64_t bytes = dtype_bytes(dtype, static_cast<uint64_t>(numel));
+  const uint64_t b = TensorCache::bucket(bytes);
+  DI_ASSIGN_OR_RETURN(void* p, st_->cache->get(b));
+  std::shared_ptr<TensorCache> cache = st_->cache;
+  std::shared_ptr<void> owner(p, [cache, b](void* q) { cache->put(b, q); });
+  if (bytes) DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, bytes, stream()));
+  return Tensor::adopt(p, dtype, std::move(shape), std::move(owner), /*on_device=*/true);
+}
+
+uint64_t CudaBackend::allocated_bytes() const { return st_->cache->held(); }
+
+Status CudaBackend::upload(const Tensor& host, Tensor& dst) {
+  if (host.dtype() != dst.dtype() || host.numel() != dst.numel())
+    return InvalidArgument("upload: " + host.describe() + " and " + dst.describe() +
+                           " differ in dtype or element count");
+  if (host.on_device()) return InvalidArgument("upload: source " + host.describe() + " is on the device");
+  if (host.nbytes() == 0) return OkStatus();
+  DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(),
+                                          cudaMemcpyHostToDevice, stream()));
+  // Pageable source: the copy is staged before the call returns, so `host` may be reused.
+  return OkStatus();
+}
+
+Status CudaBackend::download(const Tensor& src, Tensor& host) {
+  if (host.dtype() != src.dtype() || host.numel() != src.numel())
+    return InvalidArgument("download: " + src.describe() + " and " + host.describe() +
+                           " differ in dtype or element count");
+  if (host.on_device()) return InvalidArgument("download: destination " + host.describe() + " is on the device");
+  if (src.nbytes() > 0)
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), src.raw(), src.nbytes(),
+                                            cudaMemcpyDeviceToHost, stream()));
+  return synchronize();
+}
+
+Status CudaBackend::compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
+                                     const Tensor* overlap_kv, const Tensor* overlap_gate,
+                                     int64_t m, Tensor& values, Tensor& scores,
+                                     Tensor* next_overlap_kv, Tensor* next_overlap_gate) {
+  DI_ASSIGN_OR_RETURN(const auto d,
+                      check_compressor_slots(kv, gate, ape, overlap_kv, overlap_gate, m, values,
+                                             scores, next_overlap_kv, next_overlap_gate));
+  kernels::compressor_slots(kv.data<float>(), gate.data<float>(), ape.data<float>(),
+                            overlap_kv ? overlap_kv->data<float>() : nullptr,
+                            overlap_gate ? overlap_gate->data<float>() : nullptr, d.n, d.m, d.coff,
+                            d.d, values.data<float>(), scores.data<float>(),
+                            next_overlap_kv ? next_overlap_kv->data<float>() : nullptr,
+                            next_overlap_gate ? next_overlap_gate->data<float>() : nullptr,
+                            stream());
+  return launched("compressor_slots");
 }
 
 bool CudaBackend::supports_op(OpKind op, DType dtype) const {
@@ -92,6 +225,11 @@ Status CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& ou
 Status CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t groups) {
   DI_ASSIGN_OR_RETURN(const auto d, check_matmul(x, w, out, groups));
   if (d.M == 0 || d.N == 0) return OkStatus();
+  if (st_->batch_invariant) {
+    kernels::matmul_fixed(x.data<float>(), w.data<float>(), d.M, d.N, d.K, groups,
+                          out.data<float>(), stream());
+    return launched("matmul");
+  }
   const float alpha = 1.f, beta = 0.f;
   // Column-major view: out_g^T [N, M] = W_g [N, K] · X_g^T [K, M] for each group g.
   DI_CUBLAS_RETURN_IF_ERROR(cublasSgemmStridedBatched(

@@ -13,7 +13,12 @@ namespace deepinfer::cuda {
 
 struct CudaBackendOptions {
   int device = 0;
+  // matmul through a fixed-tiling kernel whose result for a row is independent of the other rows
+  // (cuBLAS may pick another algorithm, or split-K, for another M).
+  bool batch_invariant = false;
 };
+
+class TensorCache;
 
 class CudaBackend : public backend::Backend {
  public:
@@ -23,10 +28,19 @@ class CudaBackend : public backend::Backend {
   cudaStream_t stream() const;
   // Waits for all queued work; returns the first device-side error (bad token/expert/key id) or a
   // CUDA error, naming the op, and clears it.
-  Status synchronize();
+  Status synchronize() override;
 
   const char* name() const override { return "cuda"; }
   bool supports_op(backend::OpKind op, DType dtype) const override;
+
+  // Memory: tensors from a caching allocator (freed blocks are kept per size and reused in stream
+  // order; cudaMalloc only when no cached block fits). Zero-filled on the stream.
+  bool host_memory() const override { return false; }
+  StatusOr<backend::Tensor> alloc(DType dtype, backend::Shape shape) override;
+  Status upload(const backend::Tensor& host, backend::Tensor& dst) override;
+  Status download(const backend::Tensor& src, backend::Tensor& host) override;
+  // Bytes held by the allocator (in use + cached).
+  uint64_t allocated_bytes() const;
 
   Status dequantize(const backend::Tensor& w, const backend::Tensor* scale, int64_t block_rows,
                     int64_t block_cols, backend::Tensor& out) override;
@@ -65,6 +79,11 @@ class CudaBackend : public backend::Backend {
                    const backend::Tensor& comb, backend::Tensor& out) override;
   Status add(const backend::Tensor& a, const backend::Tensor& b, backend::Tensor& out) override;
   Status copy(const backend::Tensor& src, backend::Tensor& dst) override;
+  Status compressor_slots(const backend::Tensor& kv, const backend::Tensor& gate,
+                          const backend::Tensor& ape, const backend::Tensor* overlap_kv,
+                          const backend::Tensor* overlap_gate, int64_t m, backend::Tensor& values,
+                          backend::Tensor& scores, backend::Tensor* next_overlap_kv,
+                          backend::Tensor* next_overlap_gate) override;
 
  private:
   struct State;

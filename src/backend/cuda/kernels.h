@@ -73,6 +73,15 @@ void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64
 // out[ids[i]] += w[i] · src[i], in order of i (deterministic: one thread per column).
 void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s);
+// Batch-invariant grouped GEMM (backend.h matmul semantics): out [M, G·N], x [M, G·K],
+// w [G·N, K]; each element one fma chain in k order.
+void matmul_fixed(const float* x, const float* w, int64_t M, int64_t N, int64_t K, int64_t G,
+                  float* out, cudaStream_t s);
+// Compressor slots (backend.h compressor_slots); overlap / next pointers may be null.
+void compressor_slots(const float* kv, const float* gate, const float* ape,
+                      const float* overlap_kv, const float* overlap_gate, int64_t n, int64_t m,
+                      int64_t coff, int64_t d, float* values, float* scores, float* next_kv,
+                      float* next_gate, cudaStream_t s);
 void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s);
 // Elementwise conversion of a weight tensor to fp32: dtype 0 = f32 copy, 1 = bf16, 2 = f16.
 void to_f32(const void* in, int dtype, int64_t n, float* out, cudaStream_t s);

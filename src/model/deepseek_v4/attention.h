@@ -4,15 +4,19 @@
 // inverse rope of the output, grouped output projection. Updates the layer's state.
 #pragma once
 
+#include <span>
+
 #include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/step.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace deepinfer::model::v4 {
 
-// x [S, H] (= rmsw(collapsed; input_layernorm)), positions [S] I32 (= P .. P+S-1 with
-// P = state.num_tokens()), y [S, H].
+// x [S, H] (= rmsw(collapsed; input_layernorm)) for all S rows of the step, y [S, H]. Each
+// sequence's state is read (window, entries) and updated (window, compressors); positions of
+// sequence i's rows are past_i .. past_i + len_i − 1.
 Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWeights& w,
-                         const RopeTable& rope, const Tensor& x, const Tensor& positions,
-                         DeepseekV4State& state, int layer, Tensor& y);
+                         const RopeTable& rope, const Tensor& x, const StepBatch& batch, int layer,
+                         Tensor& y);
 
 }  // namespace deepinfer::model::v4

@@ -1,7 +1,8 @@
 #include "model/deepseek_v4/compressor.h"
 
-#include <cstring>
-#include <limits>
+#include <vector>
+
+#include "model/placement.h"
 
 namespace deepinfer::model::v4 {
 
@@ -9,91 +10,60 @@ Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWe
                          const RopeTable& rope, const Tensor& x, DeepseekV4State& state, int layer,
                          CompressorKind kind) {
   const int64_t S = x.dim(0), m = w.m, coff = w.coff, dw = w.d, cd = coff * dw;
-  Tensor c = Tensor::empty(DType::kF32, {S, cd});  // raw kv projections   [S, coff·d]
-  Tensor z = Tensor::empty(DType::kF32, {S, cd});  // raw gate projections [S, coff·d]
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wkv, c));
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wgate, z));
-
   CompressorTail& tail = state.tail(layer, kind);
+  if (!tail.kv.defined()) {  // first use: fixed-size tail buffers
+    DI_ASSIGN_OR_RETURN(tail.kv, be.alloc(DType::kF32, {m, cd}));
+    DI_ASSIGN_OR_RETURN(tail.gate, be.alloc(DType::kF32, {m, cd}));
+    if (coff == 2) {
+      DI_ASSIGN_OR_RETURN(tail.overlap_kv, be.alloc(DType::kF32, {m, dw}));
+      DI_ASSIGN_OR_RETURN(tail.overlap_gate, be.alloc(DType::kF32, {m, dw}));
+    }
+  }
+  // raw = tail rows ++ this chunk's projections, in token order   [total, coff·d]
   const int64_t total = tail.rows + S;
-  std::vector<float> raw_kv(total * cd), raw_gate(total * cd);  // tail ++ chunk, token order
-  std::memcpy(raw_kv.data(), tail.kv.data(), tail.rows * cd * sizeof(float));
-  std::memcpy(raw_gate.data(), tail.gate.data(), tail.rows * cd * sizeof(float));
-  std::memcpy(raw_kv.data() + tail.rows * cd, c.data<float>(), S * cd * sizeof(float));
-  std::memcpy(raw_gate.data() + tail.rows * cd, z.data<float>(), S * cd * sizeof(float));
+  DI_ALLOC(raw_kv, be, DType::kF32, {total, cd});
+  DI_ALLOC(raw_gate, be, DType::kF32, {total, cd});
+  if (tail.rows > 0) {
+    Tensor dk = raw_kv.rows(0, tail.rows), dg = raw_gate.rows(0, tail.rows);
+    DI_RETURN_IF_ERROR(be.copy(tail.kv.rows(0, tail.rows), dk));
+    DI_RETURN_IF_ERROR(be.copy(tail.gate.rows(0, tail.rows), dg));
+  }
+  Tensor ck = raw_kv.rows(tail.rows, total), cg = raw_gate.rows(tail.rows, total);
+  DI_RETURN_IF_ERROR(be.matmul(x, w.wkv, ck));
+  DI_RETURN_IF_ERROR(be.matmul(x, w.wgate, cg));
   const int64_t n = total / m, used = n * m;
 
   if (n > 0) {
     const int64_t slots = coff * m;
-    const float* ape = w.ape.data<float>();  // [m, coff·d]
-    Tensor values = Tensor::empty(DType::kF32, {n, slots, dw});
-    Tensor scores = Tensor::empty(DType::kF32, {n, slots, dw});
-    float* V = values.data<float>();
-    float* Z = scores.data<float>();
-    auto slot = [&](int64_t i, int64_t l) { return (i * slots + l) * dw; };
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        const float* kv_row = raw_kv.data() + (i * m + j) * cd;
-        const float* g_row = raw_gate.data() + (i * m + j) * cd;
-        if (coff == 1) {  // HCA: the window's own m slots
-          for (int64_t ch = 0; ch < dw; ++ch) {
-            V[slot(i, j) + ch] = kv_row[ch];
-            Z[slot(i, j) + ch] = g_row[ch] + ape[j * cd + ch];
-          }
-          continue;
-        }
-        // CSA: slot j = a-half of window i-1 (bias B^a[j]); slot m+j = b-half of window i (B^b[j]).
-        for (int64_t ch = 0; ch < dw; ++ch) {
-          V[slot(i, m + j) + ch] = kv_row[dw + ch];
-          Z[slot(i, m + j) + ch] = g_row[dw + ch] + ape[j * cd + dw + ch];
-        }
-        if (i > 0) {
-          const float* pkv = raw_kv.data() + ((i - 1) * m + j) * cd;
-          const float* pg = raw_gate.data() + ((i - 1) * m + j) * cd;
-          for (int64_t ch = 0; ch < dw; ++ch) {
-            V[slot(i, j) + ch] = pkv[ch];
-            Z[slot(i, j) + ch] = pg[ch] + ape[j * cd + ch];
-          }
-        } else if (tail.has_overlap) {
-          for (int64_t ch = 0; ch < dw; ++ch) {
-            V[slot(i, j) + ch] = tail.overlap_kv[j * dw + ch];
-            Z[slot(i, j) + ch] = tail.overlap_gate[j * dw + ch];
-          }
-        } else {  // entry 0 has no a-part: weight exactly 0
-          for (int64_t ch = 0; ch < dw; ++ch) {
-            V[slot(i, j) + ch] = 0.f;
-            Z[slot(i, j) + ch] = -std::numeric_limits<float>::infinity();
-          }
-        }
-      }
-    if (coff == 2) {  // overlap <- a-halves of the last closed window, gate already biased
-      tail.overlap_kv.assign(m * dw, 0.f);
-      tail.overlap_gate.assign(m * dw, 0.f);
-      for (int64_t j = 0; j < m; ++j) {
-        const float* kv_row = raw_kv.data() + ((n - 1) * m + j) * cd;
-        const float* g_row = raw_gate.data() + ((n - 1) * m + j) * cd;
-        for (int64_t ch = 0; ch < dw; ++ch) {
-          tail.overlap_kv[j * dw + ch] = kv_row[ch];
-          tail.overlap_gate[j * dw + ch] = g_row[ch] + ape[j * cd + ch];
-        }
-      }
-      tail.has_overlap = true;
-    }
-    Tensor pooled = Tensor::empty(DType::kF32, {n, dw});   // C_w
+    DI_ALLOC(values, be, DType::kF32, {n, slots, dw});
+    DI_ALLOC(scores, be, DType::kF32, {n, slots, dw});
+    const bool csa = coff == 2;
+    const bool overlap = csa && tail.has_overlap;
+    DI_RETURN_IF_ERROR(be.compressor_slots(raw_kv.rows(0, used), raw_gate.rows(0, used), w.ape,
+                                           overlap ? &tail.overlap_kv : nullptr,
+                                           overlap ? &tail.overlap_gate : nullptr, m, values,
+                                           scores, csa ? &tail.overlap_kv : nullptr,
+                                           csa ? &tail.overlap_gate : nullptr));
+    if (csa) tail.has_overlap = true;
+    DI_ALLOC(pooled, be, DType::kF32, {n, dw});   // C_w
     DI_RETURN_IF_ERROR(be.softmax_pool(values, scores, pooled));
-    Tensor entries = Tensor::empty(DType::kF32, {n, dw});  // K_w = rope(rmsw(C_w), w·m)
+    DI_ALLOC(entries, be, DType::kF32, {n, dw});  // K_w = rope(rmsw(C_w), w·m)
     DI_RETURN_IF_ERROR(be.rms_norm(pooled, &w.norm, d.eps, entries));
     const int64_t first = state.num_entries(layer, kind);
-    Tensor pos = Tensor::empty(DType::kI32, {n});
-    for (int64_t i = 0; i < n; ++i) pos.data<int32_t>()[i] = static_cast<int32_t>((first + i) * m);
+    std::vector<int32_t> pos(n);
+    for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>((first + i) * m);
+    DI_ASSIGN_OR_RETURN(Tensor positions, to_backend_i32(be, pos, {n}));
     Tensor e3 = entries.view({n, 1, dw});
-    DI_RETURN_IF_ERROR(be.rope(e3, pos, rope.inv_freq, backend::RopeStyle::kInterleavedTrailing,
-                               rope.mscale, false));
+    DI_RETURN_IF_ERROR(be.rope(e3, positions, rope.inv_freq,
+                               backend::RopeStyle::kInterleavedTrailing, rope.mscale, false));
     DI_RETURN_IF_ERROR(state.append_entries(layer, kind, entries));
   }
   tail.rows = total - used;
-  tail.kv.assign(raw_kv.begin() + used * cd, raw_kv.end());
-  tail.gate.assign(raw_gate.begin() + used * cd, raw_gate.end());
+  if (tail.rows > 0) {
+    Tensor tk = tail.kv.rows(0, tail.rows), tg = tail.gate.rows(0, tail.rows);
+    DI_RETURN_IF_ERROR(be.copy(raw_kv.rows(used, total), tk));
+    DI_RETURN_IF_ERROR(be.copy(raw_gate.rows(used, total), tg));
+  }
   return OkStatus();
 }
 

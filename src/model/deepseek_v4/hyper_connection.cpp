@@ -1,5 +1,7 @@
 #include "model/deepseek_v4/hyper_connection.h"
 
+#include "model/placement.h"
+
 namespace deepinfer::model::v4 {
 
 namespace {
@@ -12,11 +14,11 @@ Status hc_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w, const
               Tensor& post, Tensor& comb, Tensor& collapsed) {
   const int64_t S = streams.dim(0);
   Tensor flat = streams.view({S, d.hc * d.H});                            // [S, hc·H]
-  Tensor normed = Tensor::empty(DType::kF32, {S, d.hc * d.H});            // rms(flat), no weight
+  DI_ALLOC(normed, be, DType::kF32, {S, d.hc * d.H});            // rms(flat), no weight
   DI_RETURN_IF_ERROR(be.rms_norm(flat, nullptr, d.eps, normed));
-  Tensor mix = Tensor::empty(DType::kF32, {S, (2 + d.hc) * d.hc});        // [S, (2+hc)·hc]
+  DI_ALLOC(mix, be, DType::kF32, {S, (2 + d.hc) * d.hc});        // [S, (2+hc)·hc]
   DI_RETURN_IF_ERROR(be.matmul(normed, w.fn, mix));
-  Tensor pre = Tensor::empty(DType::kF32, {S, d.hc});
+  DI_ALLOC(pre, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.hc_coeffs(mix, w.base, w.scale, hc_params(d), pre, &post, &comb));
   return be.hc_collapse(streams, pre, collapsed);
 }
@@ -29,11 +31,11 @@ Status hc_expand(backend::Backend& be, const Tensor& streams, const Tensor& y, c
 Status hyper_head(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
                   const Tensor& streams, Tensor& h) {
   const int64_t S = streams.dim(0);
-  Tensor normed = Tensor::empty(DType::kF32, {S, d.hc * d.H});
+  DI_ALLOC(normed, be, DType::kF32, {S, d.hc * d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(streams.view({S, d.hc * d.H}), nullptr, d.eps, normed));
-  Tensor mix = Tensor::empty(DType::kF32, {S, d.hc});
+  DI_ALLOC(mix, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.matmul(normed, w.fn, mix));
-  Tensor pre = Tensor::empty(DType::kF32, {S, d.hc});
+  DI_ALLOC(pre, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.hc_coeffs(mix, w.base, w.scale, hc_params(d), pre, nullptr, nullptr));
   return be.hc_collapse(streams, pre, h);
 }

@@ -5,6 +5,7 @@
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
+#include "model/placement.h"
 
 namespace deepinfer::model::v4 {
 
@@ -33,6 +34,7 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::stri
     return InvalidArgument("deepseek_v4: num_attention_heads must be a multiple of o_groups");
   DI_ASSIGN_OR_RETURN(auto loader, WeightLoader::open(dir, model_config, backend));
   DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader));
+  DI_RETURN_IF_ERROR(place_weights(*backend, *m->w_));
   m->info_.family = "deepseek_v4";
   m->info_.vocab_size = config.vocab_size;
   m->info_.hidden_size = config.hidden_size;
@@ -48,7 +50,7 @@ std::unique_ptr<SequenceState> DeepseekV4Model::new_sequence_state() const {
   sd.window = dims_.W;
   sd.head_dim = dims_.D;
   sd.index_head_dim = dims_.cI;
-  return std::make_unique<ContiguousV4State>(sd);
+  return std::make_unique<ContiguousV4State>(sd, be_);
 }
 
 StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) {
@@ -65,51 +67,63 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
                           std::to_string(b) + " is outside the vocabulary [0, " + std::to_string(dims_.V) + ")");
     rows += in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
   }
-  Tensor logits = Tensor::empty(DType::kF32, {rows, dims_.V});
-  int64_t row = 0;
-  for (const SequenceInput& in : batch) {
-    const int64_t n = in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
-    Tensor out = logits.rows(row, row + n);
-    DI_RETURN_IF_ERROR(forward_sequence(in, *static_cast<DeepseekV4State*>(in.state), out));
-    row += n;
-  }
-  return logits;
-}
+  for (size_t b = 0; b < batch.size(); ++b)
+    for (size_t c = 0; c < b; ++c)
+      if (batch[b].state == batch[c].state)
+        return InvalidArgument("deepseek_v4: sequences " + std::to_string(c) + " and " +
+                               std::to_string(b) + " share one state");
 
-Status DeepseekV4Model::forward_sequence(const SequenceInput& in, DeepseekV4State& state,
-                                         Tensor& logits) {
+  // Flatten the batch: every sequence's tokens back to back (step.h).
   backend::Backend& be = *be_;
   const Dims& d = dims_;
-  const int64_t S = static_cast<int64_t>(in.tokens.size());
-  const int64_t P = state.num_tokens();
-  Tensor ids = Tensor::from_i32({S}, std::vector<int32_t>(in.tokens.begin(), in.tokens.end()));
-  Tensor positions = Tensor::empty(DType::kI32, {S});
-  for (int64_t s = 0; s < S; ++s) positions.data<int32_t>()[s] = static_cast<int32_t>(P + s);
-
-  Tensor e = Tensor::empty(DType::kF32, {S, d.H});  // e = Embed[t]
-  DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
-  Tensor streams = Tensor::empty(DType::kF32, {S, d.hc, d.H});  // hc identical copies
+  StepBatch step;
+  std::vector<int32_t> tokens, pos_host, logit_rows;
+  for (const SequenceInput& in : batch) {
+    SeqSlice sq;
+    sq.begin = static_cast<int64_t>(tokens.size());
+    sq.len = static_cast<int64_t>(in.tokens.size());
+    sq.state = static_cast<DeepseekV4State*>(in.state);
+    sq.past = sq.state->num_tokens();
+    tokens.insert(tokens.end(), in.tokens.begin(), in.tokens.end());
+    for (int64_t s = 0; s < sq.len; ++s) pos_host.push_back(static_cast<int32_t>(sq.past + s));
+    for (int64_t s = in.all_logits ? 0 : sq.len - 1; s < sq.len; ++s)
+      logit_rows.push_back(static_cast<int32_t>(sq.begin + s));  // all rows, or the last one
+    step.seqs.push_back(sq);
+  }
+  const int64_t S = static_cast<int64_t>(tokens.size());
+  std::vector<int32_t> copy_of(S * d.hc);
   for (int64_t s = 0; s < S; ++s)
-    for (int64_t j = 0; j < d.hc; ++j) {
-      Tensor dst = streams.view({S * d.hc, d.H}).rows(s * d.hc + j, s * d.hc + j + 1);
-      DI_RETURN_IF_ERROR(be.copy(e.rows(s, s + 1), dst));
-    }
-  for (int layer = 0; layer < d.L; ++layer)
-    DI_RETURN_IF_ERROR(decoder_layer(layer, streams, ids, positions, state));
-  state.advance(S);
+    for (int64_t j = 0; j < d.hc; ++j) copy_of[s * d.hc + j] = static_cast<int32_t>(s);
+  DI_ASSIGN_OR_RETURN(Tensor ids, to_backend_i32(be, tokens, {S}));
+  DI_ASSIGN_OR_RETURN(step.positions, to_backend_i32(be, pos_host, {S}));
+  DI_ASSIGN_OR_RETURN(Tensor copies, to_backend_i32(be, copy_of, {S * d.hc}));
+  step.tokens = tokens;
+  step.positions_host = pos_host;
 
-  const int64_t first = logits.dim(0) == S ? 0 : S - 1;  // all rows, or the last one
-  const int64_t n = S - first;
-  Tensor tail = streams.rows(first, S);                    // [n, hc, H]
-  Tensor h = Tensor::empty(DType::kF32, {n, d.H});
+  DI_ALLOC(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
+  DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
+  DI_ALLOC(streams, be, DType::kF32, {S, d.hc, d.H});  // hc identical copies
+  Tensor stream_rows = streams.view({S * d.hc, d.H});
+  DI_RETURN_IF_ERROR(be.gather_rows(e, copies, stream_rows));
+  for (int layer = 0; layer < d.L; ++layer)
+    DI_RETURN_IF_ERROR(decoder_layer(layer, streams, step));
+  for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);
+
+  // HyperHead, final norm and lm_head on the rows that need logits.
+  DI_ASSIGN_OR_RETURN(Tensor picked, to_backend_i32(be, logit_rows, {rows}));
+  DI_ALLOC(tail, be, DType::kF32, {rows, d.hc, d.H});
+  Tensor tail_rows = tail.view({rows, d.hc * d.H});
+  DI_RETURN_IF_ERROR(be.gather_rows(streams.view({S, d.hc * d.H}), picked, tail_rows));
+  DI_ALLOC(h, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
-  Tensor hn = Tensor::empty(DType::kF32, {n, d.H});
+  DI_ALLOC(hn, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
-  return be.matmul(hn, w_->head, logits);
+  DI_ALLOC(logits, be, DType::kF32, {rows, d.V});
+  DI_RETURN_IF_ERROR(be.matmul(hn, w_->head, logits));
+  return to_host(be, logits);  // the sampler reads host logits
 }
 
-Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const Tensor& token_ids,
-                                      const Tensor& positions, DeepseekV4State& state) {
+Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step) {
   backend::Backend& be = *be_;
   const Dims& d = dims_;
   const LayerWeights& lw = w_->layers[layer];
@@ -118,26 +132,26 @@ Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const Tensor& 
       lw.attn.type == io::AttentionType::kSliding ? w_->rope_main : w_->rope_compress;
 
   // Attention site.
-  Tensor post_a = Tensor::empty(DType::kF32, {S, d.hc});
-  Tensor comb_a = Tensor::empty(DType::kF32, {S, d.hc, d.hc});
-  Tensor x_a = Tensor::empty(DType::kF32, {S, d.H});
+  DI_ALLOC(post_a, be, DType::kF32, {S, d.hc});
+  DI_ALLOC(comb_a, be, DType::kF32, {S, d.hc, d.hc});
+  DI_ALLOC(x_a, be, DType::kF32, {S, d.H});
   DI_RETURN_IF_ERROR(hc_map(be, d, lw.attn_hc, streams, post_a, comb_a, x_a));
-  Tensor attn_in = Tensor::empty(DType::kF32, {S, d.H});
+  DI_ALLOC(attn_in, be, DType::kF32, {S, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(x_a, &lw.attn_norm, d.eps, attn_in));
-  Tensor y_a = Tensor::empty(DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(attention_forward(be, d, lw.attn, rope, attn_in, positions, state, layer, y_a));
-  Tensor streams_a = Tensor::empty(DType::kF32, {S, d.hc, d.H});
+  DI_ALLOC(y_a, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(attention_forward(be, d, lw.attn, rope, attn_in, step, layer, y_a));
+  DI_ALLOC(streams_a, be, DType::kF32, {S, d.hc, d.H});
   DI_RETURN_IF_ERROR(hc_expand(be, streams, y_a, post_a, comb_a, streams_a));
 
   // MoE site.
-  Tensor post_f = Tensor::empty(DType::kF32, {S, d.hc});
-  Tensor comb_f = Tensor::empty(DType::kF32, {S, d.hc, d.hc});
-  Tensor x_f = Tensor::empty(DType::kF32, {S, d.H});
+  DI_ALLOC(post_f, be, DType::kF32, {S, d.hc});
+  DI_ALLOC(comb_f, be, DType::kF32, {S, d.hc, d.hc});
+  DI_ALLOC(x_f, be, DType::kF32, {S, d.H});
   DI_RETURN_IF_ERROR(hc_map(be, d, lw.ffn_hc, streams_a, post_f, comb_f, x_f));
-  Tensor ffn_in = Tensor::empty(DType::kF32, {S, d.H});
+  DI_ALLOC(ffn_in, be, DType::kF32, {S, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(x_f, &lw.ffn_norm, d.eps, ffn_in));
-  Tensor y_f = Tensor::empty(DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(moe_forward(be, d, config_.scoring_func, lw.moe, ffn_in, token_ids, y_f));
+  DI_ALLOC(y_f, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(moe_forward(be, d, config_.scoring_func, lw.moe, ffn_in, step.tokens, y_f));
   return hc_expand(be, streams_a, y_f, post_f, comb_f, streams);
 }
 

@@ -1,12 +1,15 @@
 // DeepseekV4Model: embedding → hc copies → L decoder layers (mHC around attention and MoE) →
-// HyperHead → final RMSNorm → lm_head (deepseek-v4.md §2). Sequences of a batch run one after
-// the other (attention state is per sequence); every op goes through the Backend.
+// HyperHead → final RMSNorm → lm_head (deepseek-v4.md §2). The sequences of a batch are
+// flattened into one step (step.h): row-wise ops run once over all tokens, state work per
+// sequence, attention once over every sequence's key list. Every op goes through the Backend, in
+// its memory (host or device).
 #pragma once
 
 #include <memory>
 
 #include "io/config.h"
 #include "model/deepseek_v4/state.h"
+#include "model/deepseek_v4/step.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/model.h"
 
@@ -24,11 +27,8 @@ class DeepseekV4Model final : public Model {
   const Dims& dims() const { return dims_; }
 
  private:
-  // One sequence chunk; writes logits rows into `logits` (all tokens or the last).
-  Status forward_sequence(const SequenceInput& in, DeepseekV4State& state, Tensor& logits);
-  // One decoder layer over streams [S, hc, H] (in place).
-  Status decoder_layer(int layer, Tensor& streams, const Tensor& token_ids,
-                       const Tensor& positions, DeepseekV4State& state);
+  // One decoder layer over streams [S, hc, H] of the whole step (in place).
+  Status decoder_layer(int layer, Tensor& streams, const StepBatch& step);
 
   io::DeepseekV4Config config_;
   Dims dims_{};

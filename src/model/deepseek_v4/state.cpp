@@ -1,10 +1,11 @@
 #include "model/deepseek_v4/state.h"
 
-#include <cstring>
+#include <algorithm>
 
 namespace deepinfer::model::v4 {
 
-ContiguousV4State::ContiguousV4State(const StateDims& dims) : dims_(dims), layers_(dims.num_layers) {}
+ContiguousV4State::ContiguousV4State(const StateDims& dims, backend::Backend* be)
+    : dims_(dims), be_(be), layers_(dims.num_layers) {}
 
 Status ContiguousV4State::check_layer(int layer) const {
   if (layer < 0 || layer >= static_cast<int>(layers_.size()))
@@ -13,17 +14,15 @@ Status ContiguousV4State::check_layer(int layer) const {
   return OkStatus();
 }
 
-int64_t ContiguousV4State::window_rows(int layer) const {
-  return static_cast<int64_t>(layers_.at(layer).window.size()) / dims_.head_dim;
-}
+int64_t ContiguousV4State::window_rows(int layer) const { return layers_.at(layer).window_rows; }
 
 Status ContiguousV4State::read_window(int layer, Tensor& out) const {
   DI_RETURN_IF_ERROR(check_layer(layer));
+  const Layer& l = layers_[layer];
   DI_RETURN_IF_ERROR(backend::check_tensor("read_window", "out", out, DType::kF32,
-                                           {window_rows(layer), dims_.head_dim}));
-  const auto& w = layers_[layer].window;
-  if (!w.empty()) std::memcpy(out.data<float>(), w.data(), w.size() * sizeof(float));
-  return OkStatus();
+                                           {l.window_rows, dims_.head_dim}));
+  if (l.window_rows == 0) return OkStatus();
+  return be_->copy(l.window.rows(0, l.window_rows), out);
 }
 
 Status ContiguousV4State::write_window(int layer, const Tensor& rows) {
@@ -32,31 +31,54 @@ Status ContiguousV4State::write_window(int layer, const Tensor& rows) {
   if (rows.dim(0) > dims_.window - 1)
     return InvalidArgument("write_window: " + std::to_string(rows.dim(0)) + " rows exceed W-1 = " +
                            std::to_string(dims_.window - 1));
-  layers_[layer].window.assign(rows.data<float>(), rows.data<float>() + rows.numel());
+  Layer& l = layers_[layer];
+  if (!l.window.defined()) {
+    DI_ASSIGN_OR_RETURN(l.window, be_->alloc(DType::kF32, {std::max<int64_t>(dims_.window - 1, 1),
+                                                           dims_.head_dim}));
+  }
+  if (rows.dim(0) > 0) {
+    Tensor dst = l.window.rows(0, rows.dim(0));
+    DI_RETURN_IF_ERROR(be_->copy(rows, dst));
+  }
+  l.window_rows = rows.dim(0);
   return OkStatus();
 }
 
 int64_t ContiguousV4State::num_entries(int layer, CompressorKind kind) const {
-  const int64_t d = kind == CompressorKind::kMain ? dims_.head_dim : dims_.index_head_dim;
-  return static_cast<int64_t>(layers_.at(layer).entries[static_cast<int>(kind)].size()) / d;
+  return layers_.at(layer).num_entries[static_cast<int>(kind)];
 }
 
 Status ContiguousV4State::read_entries(int layer, CompressorKind kind, Tensor& out) const {
   DI_RETURN_IF_ERROR(check_layer(layer));
-  const int64_t d = kind == CompressorKind::kMain ? dims_.head_dim : dims_.index_head_dim;
+  const int k = static_cast<int>(kind);
+  const Layer& l = layers_[layer];
   DI_RETURN_IF_ERROR(backend::check_tensor("read_entries", "out", out, DType::kF32,
-                                           {num_entries(layer, kind), d}));
-  const auto& e = layers_[layer].entries[static_cast<int>(kind)];
-  if (!e.empty()) std::memcpy(out.data<float>(), e.data(), e.size() * sizeof(float));
-  return OkStatus();
+                                           {l.num_entries[k], width(kind)}));
+  if (l.num_entries[k] == 0) return OkStatus();
+  return be_->copy(l.entries[k].rows(0, l.num_entries[k]), out);
 }
 
 Status ContiguousV4State::append_entries(int layer, CompressorKind kind, const Tensor& rows) {
   DI_RETURN_IF_ERROR(check_layer(layer));
-  const int64_t d = kind == CompressorKind::kMain ? dims_.head_dim : dims_.index_head_dim;
+  const int64_t d = width(kind);
   DI_RETURN_IF_ERROR(backend::check_tensor("append_entries", "rows", rows, DType::kF32, {-1, d}));
-  auto& e = layers_[layer].entries[static_cast<int>(kind)];
-  e.insert(e.end(), rows.data<float>(), rows.data<float>() + rows.numel());
+  const int k = static_cast<int>(kind);
+  Layer& l = layers_[layer];
+  const int64_t have = l.num_entries[k], need = have + rows.dim(0);
+  if (rows.dim(0) == 0) return OkStatus();
+  const int64_t capacity = l.entries[k].defined() ? l.entries[k].dim(0) : 0;
+  if (need > capacity) {  // grow geometrically; copy what is there
+    DI_ASSIGN_OR_RETURN(Tensor bigger,
+                        be_->alloc(DType::kF32, {std::max<int64_t>(need, 2 * capacity), d}));
+    if (have > 0) {
+      Tensor dst = bigger.rows(0, have);
+      DI_RETURN_IF_ERROR(be_->copy(l.entries[k].rows(0, have), dst));
+    }
+    l.entries[k] = bigger;
+  }
+  Tensor dst = l.entries[k].rows(have, need);
+  DI_RETURN_IF_ERROR(be_->copy(rows, dst));
+  l.num_entries[k] = need;
   return OkStatus();
 }
 

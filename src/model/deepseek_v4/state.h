@@ -5,24 +5,26 @@
 //
 // `DeepseekV4State` is the interface the model reads and writes through; the engine's paged
 // cache implements it later (block tables behind read_/write_/append_). `ContiguousV4State` keeps
-// everything in plain per-layer arrays.
+// everything in per-layer tensors in the backend's memory (host or device).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/model.h"
 
 namespace deepinfer::model::v4 {
 
 enum class CompressorKind { kMain = 0, kIndexer = 1 };
 
-// Fixed-size per-sequence compressor bookkeeping (§6.1).
+// Fixed-size per-sequence compressor bookkeeping (§6.1), in the backend's memory. The compressor
+// allocates the tensors on first use.
 struct CompressorTail {
-  int64_t rows = 0;                             // raw rows of the open window (< m)
-  std::vector<float> kv, gate;                  // [rows, coff·d] raw x·kv_projᵀ, x·gate_projᵀ
-  bool has_overlap = false;                     // CSA: a closed window exists
-  std::vector<float> overlap_kv, overlap_gate;  // [m, d] a-halves; gate with position bias added
+  int64_t rows = 0;                  // raw rows of the open window (< m)
+  Tensor kv, gate;                   // [m, coff·d]; rows [0, rows) hold x·kv_projᵀ, x·gate_projᵀ
+  bool has_overlap = false;          // CSA: a closed window exists
+  Tensor overlap_kv, overlap_gate;   // [m, d] a-halves; gate with position bias added
 };
 
 class DeepseekV4State : public SequenceState {
@@ -51,7 +53,8 @@ struct StateDims {
 
 class ContiguousV4State final : public DeepseekV4State {
  public:
-  explicit ContiguousV4State(const StateDims& dims);
+  // `be` (not owned) holds the state's memory and copies it; it must outlive the state.
+  ContiguousV4State(const StateDims& dims, backend::Backend* be);
   int64_t num_tokens() const override { return num_tokens_; }
   int64_t window_rows(int layer) const override;
   Status read_window(int layer, Tensor& out) const override;
@@ -64,12 +67,18 @@ class ContiguousV4State final : public DeepseekV4State {
 
  private:
   struct Layer {
-    std::vector<float> window;  // [rows, D]
-    std::vector<float> entries[2];
+    Tensor window;          // [W-1, D], rows [0, window_rows) valid
+    int64_t window_rows = 0;
+    Tensor entries[2];      // [capacity, d], rows [0, num_entries) valid
+    int64_t num_entries[2] = {0, 0};
     CompressorTail tails[2];
   };
   Status check_layer(int layer) const;
+  int64_t width(CompressorKind kind) const {
+    return kind == CompressorKind::kMain ? dims_.head_dim : dims_.index_head_dim;
+  }
   StateDims dims_;
+  backend::Backend* be_ = nullptr;
   int64_t num_tokens_ = 0;
   std::vector<Layer> layers_;
 };

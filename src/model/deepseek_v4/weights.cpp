@@ -5,6 +5,8 @@
 
 #include "model/deepseek_v4/weights.h"
 
+#include "model/placement.h"
+
 namespace deepinfer::model::v4 {
 
 Dims dims_from_config(const io::DeepseekV4Config& c) {
@@ -133,6 +135,41 @@ StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, c
   DI_ASSIGN_OR_RETURN(out->rope_main, make_rope_table(c.rope_main, width(c.rope_main)));
   DI_ASSIGN_OR_RETURN(out->rope_compress, make_rope_table(c.rope_compress, width(c.rope_compress)));
   return out;
+}
+
+Status place_weights(backend::Backend& be, Weights& w) {
+  auto hc = [&](HcSiteWeights& h) -> Status {
+    DI_RETURN_IF_ERROR(place(be, h.fn));
+    DI_RETURN_IF_ERROR(place(be, h.base));
+    return place(be, h.scale);
+  };
+  auto comp = [&](CompressorWeights& c) -> Status {
+    for (Tensor* t : {&c.wkv, &c.wgate, &c.ape, &c.norm}) DI_RETURN_IF_ERROR(place(be, *t));
+    return OkStatus();
+  };
+  for (Tensor* t : {&w.embed, &w.norm, &w.head, &w.rope_main.inv_freq, &w.rope_compress.inv_freq})
+    DI_RETURN_IF_ERROR(place(be, *t));
+  DI_RETURN_IF_ERROR(hc(w.hc_head));
+  for (LayerWeights& l : w.layers) {
+    DI_RETURN_IF_ERROR(hc(l.attn_hc));
+    DI_RETURN_IF_ERROR(hc(l.ffn_hc));
+    DI_RETURN_IF_ERROR(place(be, l.attn_norm));
+    DI_RETURN_IF_ERROR(place(be, l.ffn_norm));
+    AttentionWeights& a = l.attn;
+    for (Tensor* t : {&a.wq_a, &a.q_norm, &a.wq_b, &a.wkv, &a.kv_norm, &a.wo_a, &a.wo_b, &a.sinks})
+      DI_RETURN_IF_ERROR(place(be, *t));
+    if (a.compressor) DI_RETURN_IF_ERROR(comp(*a.compressor));
+    if (a.indexer) {
+      DI_RETURN_IF_ERROR(comp(a.indexer->compressor));
+      DI_RETURN_IF_ERROR(place(be, a.indexer->wq_b));
+      DI_RETURN_IF_ERROR(place(be, a.indexer->weights_proj));
+    }
+    MoeWeights& m = l.moe;  // tid2eid stays on the host: hash ids are looked up there
+    for (Tensor* t : {&m.gate, &m.bias, &m.experts_gate_up, &m.experts_down, &m.shared_gate_up,
+                      &m.shared_down})
+      DI_RETURN_IF_ERROR(place(be, *t));
+  }
+  return OkStatus();
 }
 
 }  // namespace deepinfer::model::v4

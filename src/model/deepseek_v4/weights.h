@@ -85,7 +85,10 @@ struct Weights {
   RopeTable rope_main, rope_compress;
 };
 
+// Loads every weight into host memory (dequantized to F32).
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
                                                 WeightLoader& loader);
+// Moves the weights into `be`'s memory (a no-op on host backends); tid2eid stays on the host.
+Status place_weights(backend::Backend& be, Weights& w);
 
 }  // namespace deepinfer::model::v4

@@ -1,8 +1,10 @@
 #include "model/llama/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "model/placement.h"
 #include "model/weight_loader.h"
 
 namespace deepinfer::model::llama {
@@ -44,12 +46,18 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& dir,
     DI_ASSIGN_OR_RETURN(Tensor g, w->load(L + "ffn.w1", {I, H}));
     DI_ASSIGN_OR_RETURN(Tensor u, w->load(L + "ffn.w3", {I, H}));
     DI_ASSIGN_OR_RETURN(l.down, w->load(L + "ffn.w2", {H, I}));
-    l.gate_up = Tensor::empty(DType::kF32, {2 * I, H});
+    l.gate_up = Tensor::empty(DType::kF32, {2 * I, H});  // host; placed below
     std::memcpy(l.gate_up.data<float>(), g.data<float>(), g.nbytes());
     std::memcpy(l.gate_up.data<float>() + I * H, u.data<float>(), u.nbytes());
   }
   const int64_t r = c.rope.rotary_dim > 0 ? c.rope.rotary_dim : hd;
   DI_ASSIGN_OR_RETURN(m->rope_, make_rope_table(c.rope, r));
+  const bool tied = m->head_.raw() == m->embed_.raw();
+  for (Tensor* t : {&m->embed_, &m->norm_, &m->rope_.inv_freq}) DI_RETURN_IF_ERROR(place(*backend, *t));
+  if (tied) m->head_ = m->embed_; else DI_RETURN_IF_ERROR(place(*backend, m->head_));
+  for (Layer& l : m->layers_)
+    for (Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.gate_up, &l.down})
+      DI_RETURN_IF_ERROR(place(*backend, *t));
   m->info_.family = "llama";
   m->info_.vocab_size = V;
   m->info_.hidden_size = H;
@@ -60,7 +68,23 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& dir,
 }
 
 std::unique_ptr<SequenceState> LlamaModel::new_sequence_state() const {
-  return std::make_unique<LlamaState>(c_.num_hidden_layers, c_.num_key_value_heads * c_.head_dim);
+  return std::make_unique<LlamaState>(c_.num_hidden_layers, c_.num_key_value_heads * c_.head_dim,
+                                      be_);
+}
+
+Status LlamaState::reserve(int layer, int64_t rows) {
+  const int64_t have = k_[layer].defined() ? k_[layer].dim(0) : 0;
+  if (rows <= have) return OkStatus();
+  const int64_t cap = std::max<int64_t>(rows, 2 * have);
+  for (Tensor* t : {&k_[layer], &v_[layer]}) {
+    DI_ASSIGN_OR_RETURN(Tensor bigger, be_->alloc(DType::kF32, {cap, kv_width_}));
+    if (num_tokens_ > 0) {
+      Tensor dst = bigger.rows(0, num_tokens_);
+      DI_RETURN_IF_ERROR(be_->copy(t->rows(0, num_tokens_), dst));
+    }
+    *t = bigger;
+  }
+  return OkStatus();
 }
 
 StatusOr<Tensor> LlamaModel::forward(std::span<const SequenceInput> batch) {
@@ -76,7 +100,7 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const SequenceInput> batch) {
                           std::to_string(c_.vocab_size) + ")");
     rows += in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
   }
-  Tensor logits = Tensor::empty(DType::kF32, {rows, c_.vocab_size});
+  DI_ASSIGN_OR_RETURN(Tensor logits, be_->alloc(DType::kF32, {rows, c_.vocab_size}));
   int64_t row = 0;
   for (const SequenceInput& in : batch) {
     const int64_t n = in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
@@ -84,7 +108,7 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const SequenceInput> batch) {
     DI_RETURN_IF_ERROR(forward_sequence(in, *static_cast<LlamaState*>(in.state), out));
     row += n;
   }
-  return logits;
+  return to_host(*be_, logits);
 }
 
 Status LlamaModel::forward_sequence(const SequenceInput& in, LlamaState& st, Tensor& logits) {
@@ -93,27 +117,29 @@ Status LlamaModel::forward_sequence(const SequenceInput& in, LlamaState& st, Ten
   const int64_t H = c_.hidden_size, hd = c_.head_dim, nH = c_.num_attention_heads,
                 nKV = c_.num_key_value_heads, I = c_.intermediate_size, kvw = nKV * hd;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  Tensor ids = Tensor::from_i32({S}, std::vector<int32_t>(in.tokens.begin(), in.tokens.end()));
-  Tensor positions = Tensor::empty(DType::kI32, {S});
-  for (int64_t s = 0; s < S; ++s) positions.data<int32_t>()[s] = static_cast<int32_t>(P + s);
+  std::vector<int32_t> pos(S);
+  for (int64_t s = 0; s < S; ++s) pos[s] = static_cast<int32_t>(P + s);
+  DI_ASSIGN_OR_RETURN(Tensor ids, to_backend_i32(be, in.tokens, {S}));
+  DI_ASSIGN_OR_RETURN(Tensor positions, to_backend_i32(be, pos, {S}));
   // Causal key lists: query s sees positions 0 .. P+s.
   std::vector<int32_t> offsets(S + 1, 0), key_ids;
   for (int64_t s = 0; s < S; ++s) {
     for (int64_t j = 0; j <= P + s; ++j) key_ids.push_back(static_cast<int32_t>(j));
     offsets[s + 1] = static_cast<int32_t>(key_ids.size());
   }
-  Tensor key_offsets = Tensor::from_i32({S + 1}, offsets);
-  Tensor key_list = Tensor::from_i32({static_cast<int64_t>(key_ids.size())}, key_ids);
+  DI_ASSIGN_OR_RETURN(Tensor key_offsets, to_backend_i32(be, offsets, {S + 1}));
+  DI_ASSIGN_OR_RETURN(Tensor key_list,
+                      to_backend_i32(be, key_ids, {static_cast<int64_t>(key_ids.size())}));
 
-  Tensor x = Tensor::empty(DType::kF32, {S, H});  // residual stream
+  DI_ALLOC(x, be, DType::kF32, {S, H});  // residual stream
   DI_RETURN_IF_ERROR(be.embedding(embed_, ids, x));
-  Tensor h = Tensor::empty(DType::kF32, {S, H});
+  DI_ALLOC(h, be, DType::kF32, {S, H});
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& l = layers_[li];
     DI_RETURN_IF_ERROR(be.rms_norm(x, &l.attn_norm, eps, h));
-    Tensor q = Tensor::empty(DType::kF32, {S, nH, hd});
-    Tensor k = Tensor::empty(DType::kF32, {S, nKV, hd});
-    Tensor v = Tensor::empty(DType::kF32, {S, nKV, hd});
+    DI_ALLOC(q, be, DType::kF32, {S, nH, hd});
+    DI_ALLOC(k, be, DType::kF32, {S, nKV, hd});
+    DI_ALLOC(v, be, DType::kF32, {S, nKV, hd});
     Tensor q2 = q.view({S, nH * hd});
     DI_RETURN_IF_ERROR(be.matmul(h, l.wq, q2));
     Tensor k2 = k.view({S, kvw}), v2 = v.view({S, kvw});
@@ -121,32 +147,32 @@ Status LlamaModel::forward_sequence(const SequenceInput& in, LlamaState& st, Ten
     DI_RETURN_IF_ERROR(be.matmul(h, l.wv, v2));
     DI_RETURN_IF_ERROR(be.rope(q, positions, rope_.inv_freq, backend::RopeStyle::kHalfLeading, rope_.mscale, false));
     DI_RETURN_IF_ERROR(be.rope(k, positions, rope_.inv_freq, backend::RopeStyle::kHalfLeading, rope_.mscale, false));
-    std::vector<float>& K = st.keys(static_cast<int>(li));
-    std::vector<float>& Vv = st.values(static_cast<int>(li));
-    K.resize((P + S) * kvw);  // the cache must hold exactly P rows before this chunk
-    Vv.resize((P + S) * kvw);
-    std::memcpy(K.data() + P * kvw, k.data<float>(), k.nbytes());
-    std::memcpy(Vv.data() + P * kvw, v.data<float>(), v.nbytes());
-    Tensor Kt = Tensor::borrow(K.data(), DType::kF32, {P + S, nKV, hd});
-    Tensor Vt = Tensor::borrow(Vv.data(), DType::kF32, {P + S, nKV, hd});
-    Tensor o = Tensor::empty(DType::kF32, {S, nH, hd});
+    DI_RETURN_IF_ERROR(st.reserve(static_cast<int>(li), P + S));
+    Tensor K = st.keys(static_cast<int>(li)).rows(0, P + S);
+    Tensor Vv = st.values(static_cast<int>(li)).rows(0, P + S);
+    Tensor k_new = K.rows(P, P + S), v_new = Vv.rows(P, P + S);
+    DI_RETURN_IF_ERROR(be.copy(k2, k_new));
+    DI_RETURN_IF_ERROR(be.copy(v2, v_new));
+    Tensor Kt = K.view({P + S, nKV, hd});
+    Tensor Vt = Vv.view({P + S, nKV, hd});
+    DI_ALLOC(o, be, DType::kF32, {S, nH, hd});
     DI_RETURN_IF_ERROR(be.attention(q, Kt, Vt, key_offsets, key_list, nullptr,
                                     1.0f / std::sqrt(static_cast<float>(hd)), o));
-    Tensor attn_out = Tensor::empty(DType::kF32, {S, H});
+    DI_ALLOC(attn_out, be, DType::kF32, {S, H});
     DI_RETURN_IF_ERROR(be.matmul(o.view({S, nH * hd}), l.wo, attn_out));
     DI_RETURN_IF_ERROR(be.add(x, attn_out, x));
     DI_RETURN_IF_ERROR(be.rms_norm(x, &l.ffn_norm, eps, h));
-    Tensor gu = Tensor::empty(DType::kF32, {S, 2 * I});
+    DI_ALLOC(gu, be, DType::kF32, {S, 2 * I});
     DI_RETURN_IF_ERROR(be.matmul(h, l.gate_up, gu));
-    Tensor act = Tensor::empty(DType::kF32, {S, I});
+    DI_ALLOC(act, be, DType::kF32, {S, I});
     DI_RETURN_IF_ERROR(be.swiglu(gu, 0.f, act));
-    Tensor mlp_out = Tensor::empty(DType::kF32, {S, H});
+    DI_ALLOC(mlp_out, be, DType::kF32, {S, H});
     DI_RETURN_IF_ERROR(be.matmul(act, l.down, mlp_out));
     DI_RETURN_IF_ERROR(be.add(x, mlp_out, x));
   }
   st.advance(S);
   const int64_t first = logits.dim(0) == S ? 0 : S - 1;
-  Tensor hn = Tensor::empty(DType::kF32, {S - first, H});
+  DI_ALLOC(hn, be, DType::kF32, {S - first, H});
   DI_RETURN_IF_ERROR(be.rms_norm(x.rows(first, S), &norm_, eps, hn));
   return be.matmul(hn, head_, logits);
 }

@@ -14,20 +14,25 @@ namespace deepinfer::model::llama {
 using backend::Tensor;
 
 // Contiguous KV cache of one sequence: per layer K and V rows [num_tokens, nKV·hd].
+// Per-sequence KV cache in the backend's memory: per layer K and V [capacity, nKV·hd], rows
+// [0, num_tokens) valid, grown geometrically.
 class LlamaState final : public SequenceState {
  public:
-  explicit LlamaState(int64_t num_layers, int64_t kv_width)
-      : kv_width_(kv_width), k_(num_layers), v_(num_layers) {}
+  LlamaState(int64_t num_layers, int64_t kv_width, backend::Backend* be)
+      : kv_width_(kv_width), be_(be), k_(num_layers), v_(num_layers) {}
   int64_t num_tokens() const override { return num_tokens_; }
-  std::vector<float>& keys(int layer) { return k_[layer]; }    // [num_tokens(+chunk), nKV·hd]
-  std::vector<float>& values(int layer) { return v_[layer]; }
+  // Makes room for `rows` rows in `layer` (keeping the valid ones).
+  Status reserve(int layer, int64_t rows);
+  Tensor& keys(int layer) { return k_[layer]; }
+  Tensor& values(int layer) { return v_[layer]; }
   void advance(int64_t n) { num_tokens_ += n; }
   int64_t kv_width() const { return kv_width_; }
 
  private:
   int64_t num_tokens_ = 0;
   int64_t kv_width_;
-  std::vector<std::vector<float>> k_, v_;
+  backend::Backend* be_;
+  std::vector<Tensor> k_, v_;
 };
 
 class LlamaModel final : public Model {

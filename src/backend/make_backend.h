@@ -1,0 +1,25 @@
+// Backend by name, for the engine and the tools:
+//
+//   DI_ASSIGN_OR_RETURN(auto backend, backend::make_backend("cuda:0"));
+//
+// "cpu" (fast CPU backend), "cpu-reference" (the scalar oracle), "cuda" / "cuda:N" (the CUDA
+// backend on device N; an error in a build without CUDA or on a machine without a GPU).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace deepinfer::backend {
+
+struct BackendOptions {
+  // Kernels whose result for a row does not depend on the other rows of the batch (fixed
+  // tiling, no batch-size-dependent split-K): `--batch-invariant`.
+  bool batch_invariant = false;
+};
+
+StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,
+                                                const BackendOptions& options = {});
+
+}  // namespace deepinfer::backend

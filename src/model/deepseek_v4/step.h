@@ -1,0 +1,30 @@
+// One forward step over a batch of sequences, flattened: the tokens of every sequence back to
+// back (sequence i owns rows [begin, begin + len) of every [S, ...] activation). Row-wise work
+// (projections, norms, MoE, hyper-connections) runs once over all rows; per-sequence state work
+// (window, compressors, indexer, key lists) runs per slice, and attention is one call over
+// every sequence's key list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/deepseek_v4/state.h"
+
+namespace deepinfer::model::v4 {
+
+struct SeqSlice {
+  int64_t begin = 0;               // first row in the flattened batch
+  int64_t len = 0;                 // tokens of this sequence in the step
+  int64_t past = 0;                // tokens consumed before the step (= first position)
+  DeepseekV4State* state = nullptr;
+};
+
+struct StepBatch {
+  std::vector<SeqSlice> seqs;
+  std::span<const int32_t> tokens;          // [S] host
+  Tensor positions;                         // [S] I32, backend memory
+  std::span<const int32_t> positions_host;  // [S]
+};
+
+}  // namespace deepinfer::model::v4
