@@ -1,19 +1,22 @@
-// CPU prefill and decode throughput of the model library on small checkpoints.
+// Prefill and decode throughput of the model library (no engine): per model directory and batch
+// size B, one forward prefilling B sequences of N pseudo-random token ids, then `decode` greedy
+// steps of B tokens (one per sequence) through the sequence states; best of `reps` runs.
 //
-//   build/bench/model/bench_model [--prefill N] [--decode N] [--threads T] [--reference] [dir ...]
+//   build/bench/model/bench_model [--device cpu|cpu-reference|cuda] [--batch 1,16]
+//       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant] [dir ...]
 //
-// For each model directory: one-shot prefill of N pseudo-random token ids (tokens/s), then N
-// greedy decode steps through the sequence state (tokens/s), best of 3 runs each. Defaults: the
-// fixtures under tests/data (run from the repository root).
+// Defaults: CPU, batch 1, the fixtures under tests/data (run from the repository root).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/make_backend.h"
 #include "model/model.h"
 
 using namespace deepinfer;
@@ -31,20 +34,37 @@ int argmax(const float* row, int64_t V) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int prefill = 128, decode = 64, threads = 0;
-  bool reference = false;
+  int prefill = 128, decode = 64, threads = 0, reps = 3;
+  bool batch_invariant = false;
+  std::string device = "cpu";
+  std::vector<int> batches = {1};
   std::vector<std::string> dirs;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--prefill" && i + 1 < argc) prefill = std::atoi(argv[++i]);
     else if (a == "--decode" && i + 1 < argc) decode = std::atoi(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "--reference") reference = true;
-    else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_model [--prefill N] [--decode N] [--threads T] [--reference] [dir ...]\n");
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--device" && i + 1 < argc) device = argv[++i];
+    else if (a == "--reference") device = "cpu-reference";
+    else if (a == "--batch-invariant") batch_invariant = true;
+    else if (a == "--batch" && i + 1 < argc) {
+      batches.clear();
+      std::string list = argv[++i];
+      for (size_t p = 0; p < list.size();) {
+        const size_t c = list.find(',', p);
+        batches.push_back(std::atoi(list.substr(p, c - p).c_str()));
+        if (c == std::string::npos) break;
+        p = c + 1;
+      }
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
+                  "[--threads T] [--batch-invariant] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
+  for (int b : batches)
+    if (b < 1) { std::printf("--batch: sizes must be >= 1\n"); return 2; }
   if (dirs.empty()) {
     dirs = {"tests/data/models/v4tiny_b", "tests/data/models/deepseek-v4-tiny-stories",
             "tests/data/models/stories260K/hf"};
@@ -55,43 +75,65 @@ int main(int argc, char** argv) {
     std::sort(extra.begin(), extra.end());
     dirs.insert(dirs.end(), extra.begin(), extra.end());
   }
-  backend::CpuBackendOptions opt;
-  opt.reference = reference;
-  opt.num_threads = threads;
-  auto be = backend::make_cpu_backend(opt);
-  std::printf("backend %s, threads %s, prefill %d tokens, decode %d tokens (best of 3)\n",
-              be->name(), threads ? std::to_string(threads).c_str() : "default", prefill, decode);
-  std::printf("%-48s %14s %14s\n", "model", "prefill tok/s", "decode tok/s");
+  std::unique_ptr<backend::Backend> be;
+  if (device == "cpu" && threads > 0) {
+    backend::CpuBackendOptions opt;
+    opt.num_threads = threads;
+    be = backend::make_cpu_backend(opt);
+  } else {
+    auto made = backend::make_backend(device, {batch_invariant});
+    if (!made.ok()) { std::printf("%s\n", made.status().to_string().c_str()); return 2; }
+    be = std::move(made).value();
+  }
+  std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d)\n",
+              be->name(), batch_invariant ? " (batch-invariant)" : "",
+              threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps);
+  std::printf("%-48s %6s %9s %14s %14s %12s\n", "model", "batch", "load s", "prefill tok/s",
+              "decode tok/s", "ms/step");
   for (const std::string& dir : dirs) {
+    auto t_load = std::chrono::steady_clock::now();
     auto m = model::load_model(dir, be.get());
     if (!m.ok()) {
       std::printf("%-48s load failed: %s\n", dir.c_str(), m.status().to_string().c_str());
       continue;
     }
+    const double load_s = seconds_since(t_load);
     model::Model& mdl = **m;
     const int64_t V = mdl.info().vocab_size;
-    std::vector<int32_t> ids(prefill);
-    uint32_t x = 12345;
-    for (auto& t : ids) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 8) % V;
-    double best_prefill = 1e30, best_decode = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-      auto st = mdl.new_sequence_state();
-      model::SequenceInput in{std::span<const int32_t>(ids), st.get(), false};
-      auto t0 = std::chrono::steady_clock::now();
-      auto l = mdl.forward({&in, 1});
-      best_prefill = std::min(best_prefill, seconds_since(t0));
-      if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
-      int32_t tok = argmax(l->data<float>(), V);
-      t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < decode; ++i) {
-        model::SequenceInput step{std::span<const int32_t>(&tok, 1), st.get(), false};
-        auto d = mdl.forward({&step, 1});
-        if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
-        tok = argmax(d->data<float>(), V);
+    for (int B : batches) {
+      std::vector<std::vector<int32_t>> ids(B, std::vector<int32_t>(prefill));
+      uint32_t x = 12345;
+      for (auto& seq : ids)
+        for (auto& t : seq) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 8) % V;
+      double best_prefill = 1e30, best_decode = 1e30;
+      for (int rep = 0; rep < reps; ++rep) {
+        std::vector<std::unique_ptr<model::SequenceState>> st;
+        std::vector<model::SequenceInput> in;
+        for (int b = 0; b < B; ++b) {
+          st.push_back(mdl.new_sequence_state());
+          in.push_back({std::span<const int32_t>(ids[b]), st.back().get(), false});
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        auto l = mdl.forward(in);
+        best_prefill = std::min(best_prefill, seconds_since(t0));
+        if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
+        std::vector<int32_t> tok(B);
+        for (int b = 0; b < B; ++b) tok[b] = argmax(l->data<float>() + b * V, V);
+        t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < decode; ++i) {
+          std::vector<model::SequenceInput> step;
+          for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
+          auto d = mdl.forward(step);
+          if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
+          for (int b = 0; b < B; ++b) tok[b] = argmax(d->data<float>() + b * V, V);
+        }
+        best_decode = std::min(best_decode, seconds_since(t0));
       }
-      best_decode = std::min(best_decode, seconds_since(t0));
+      std::printf("%-48s %6d %9.1f %14.1f %14.1f %12.2f\n", dir.c_str(), B, load_s,
+                  double(B) * prefill / best_prefill, double(B) * decode / best_decode,
+                  1e3 * best_decode / std::max(decode, 1));
+      std::fflush(stdout);
     }
-    std::printf("%-48s %14.1f %14.1f\n", dir.c_str(), prefill / best_prefill, decode / best_decode);
   }
   return 0;
 }

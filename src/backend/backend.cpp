@@ -3,6 +3,8 @@
 
 #include "backend/backend.h"
 
+#include "common/check.h"
+
 namespace deepinfer::backend {
 
 namespace {
@@ -15,6 +17,85 @@ Status check_transfer(const char* what, const Tensor& from, const Tensor& to) {
   return OkStatus();
 }
 }  // namespace
+
+Weight Weight::row_slice(int64_t begin, int64_t end) const {
+  Weight r = *this;
+  r.w = w.rows(begin, end);
+  if (scale.defined()) {
+    DI_CHECK(begin % block_rows == 0 && (end % block_rows == 0 || end == rows()))
+        << "row_slice(" << begin << ", " << end << ") across scale blocks of " << block_rows;
+    r.scale = scale.rows(begin / block_rows, (end + block_rows - 1) / block_rows);
+  }
+  return r;
+}
+
+Status Backend::linear(const Tensor& x, const Weight& w, Tensor& out, int64_t groups) {
+  if (w.w.dtype() == DType::kF32 && !w.scale.defined()) return matmul(x, w.w, out, groups);
+  return Unimplemented(std::string("linear: backend ") + name() + " has no kernel for " +
+                       w.w.describe() + " weights (dequantize them at load)");
+}
+
+Status Backend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                            const ExpertSet& experts, float swiglu_limit, Tensor& out) {
+  DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));
+  const int64_t S = x.dim(0), H = x.dim(1), E = experts.num_experts();
+  DI_RETURN_IF_ERROR(check_rank("moe_experts", "ids", ids, DType::kI32, 2));
+  const int64_t k = ids.dim(1);
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
+  if (E == 0 || static_cast<int64_t>(experts.down.size()) != E)
+    return InvalidArgument("moe_experts: expert set has no or mismatched weights");
+  if (S == 0) return OkStatus();
+  const int64_t I2 = experts.gate_up[0].rows();
+  // Routing on the host: slots (s, j) grouped by expert.
+  Tensor ids_h = Tensor::empty(DType::kI32, {S, k}), w_h = Tensor::empty(DType::kF32, {S, k});
+  DI_RETURN_IF_ERROR(download(ids, ids_h));
+  DI_RETURN_IF_ERROR(download(weights, w_h));
+  std::vector<std::vector<int32_t>> tokens(E), slots(E);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids_h.data<int32_t>()[s * k + j];
+      if (e < 0 || e >= E)
+        return OutOfRange("moe_experts: expert id " + std::to_string(e) + " outside [0, " +
+                          std::to_string(E) + ")");
+      tokens[e].push_back(static_cast<int32_t>(s));
+      slots[e].push_back(static_cast<int32_t>(s * k + j));
+    }
+  // Each expert's outputs land in their slot rows; then out[s] += Σ_j w[s,j]·slot[s·k+j] in j order.
+  DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {S * k, H}));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = static_cast<int64_t>(tokens[e].size());
+    if (n == 0) continue;
+    Tensor tok_h = Tensor::borrow(tokens[e].data(), DType::kI32, {n});
+    Tensor slot_h = Tensor::borrow(slots[e].data(), DType::kI32, {n});
+    DI_ASSIGN_OR_RETURN(Tensor tok, alloc(DType::kI32, {n}));
+    DI_ASSIGN_OR_RETURN(Tensor slot, alloc(DType::kI32, {n}));
+    DI_RETURN_IF_ERROR(upload(tok_h, tok));
+    DI_RETURN_IF_ERROR(upload(slot_h, slot));
+    DI_ASSIGN_OR_RETURN(Tensor xs, alloc(DType::kF32, {n, H}));
+    DI_RETURN_IF_ERROR(gather_rows(x, tok, xs));
+    DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {n, I2}));
+    DI_RETURN_IF_ERROR(linear(xs, experts.gate_up[e], gu));
+    DI_ASSIGN_OR_RETURN(Tensor act, alloc(DType::kF32, {n, I2 / 2}));
+    DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
+    DI_ASSIGN_OR_RETURN(Tensor y, alloc(DType::kF32, {n, H}));
+    DI_RETURN_IF_ERROR(linear(act, experts.down[e], y));
+    DI_RETURN_IF_ERROR(scatter_add_rows(y, slot, nullptr, slot_out));  // onto zeros: a copy
+  }
+  return combine_slots(slot_out, weights, k, out);
+}
+
+Status Backend::combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k,
+                              Tensor& out) {
+  const int64_t S = out.dim(0);
+  std::vector<int32_t> owner(S * k);
+  for (int64_t i = 0; i < S * k; ++i) owner[i] = static_cast<int32_t>(i / k);
+  DI_ASSIGN_OR_RETURN(Tensor owner_t, alloc(DType::kI32, {S * k}));
+  DI_RETURN_IF_ERROR(upload(Tensor::borrow(owner.data(), DType::kI32, {S * k}), owner_t));
+  Tensor w = weights.view({S * k});
+  return scatter_add_rows(slot_out, owner_t, &w, out);  // rows in order: j ascending per s
+}
 
 StatusOr<Tensor> Backend::alloc(DType dtype, Shape shape) {
   for (int64_t d : shape)

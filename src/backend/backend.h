@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/tensor.h"
 #include "common/status.h"
@@ -63,6 +64,35 @@ struct HcParams {
   float hc_eps = 1e-6f;
 };
 
+// A linear layer's weight in its stored format (deepseek-v4.md §8.4), for `Backend::linear`:
+//   F32 / BF16 [N, K] (no scale); F8E4M3 [N, K] or FP4 e2m1 (F4E2M1 [N, K], or I8/U8 [N, K/2]
+//   two codes a byte, low nibble first) with scale [ceil(N/block_rows), ceil(K/block_cols)]
+//   (F8E8M0 or F32; multiplies).
+struct Weight {
+  Tensor w;
+  Tensor scale;  // undefined when unscaled
+  int64_t block_rows = 1, block_cols = 1;
+
+  bool defined() const { return w.defined(); }
+  bool packed_fp4() const { return w.dtype() == DType::kI8 || w.dtype() == DType::kU8; }
+  int64_t rows() const { return w.dim(0); }
+  int64_t cols() const { return packed_fp4() ? 2 * w.dim(1) : w.dim(1); }
+  bool on_device() const { return w.on_device(); }
+  // Rows [begin, end) (begin and end multiples of block_rows, or end = rows()).
+  Weight row_slice(int64_t begin, int64_t end) const;
+  // Same bytes seen as [rows, cols] (a stacked [E, N, K] weight as [E·N, K]).
+  static Weight of(Tensor f32_or_bf16) { return Weight{std::move(f32_or_bf16), Tensor(), 1, 1}; }
+};
+
+// The routed experts of one MoE layer: gate_up[e] [2I, H] (rows 0..I−1 gate, I..2I−1 up) and
+// down[e] [H, I], e < E. `prepare_experts` lets a backend build what it needs to reach them from
+// device code (pointer tables); the model treats `prepared` as opaque.
+struct ExpertSet {
+  std::vector<Weight> gate_up, down;
+  std::shared_ptr<void> prepared;
+  int64_t num_experts() const { return static_cast<int64_t>(gate_up.size()); }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,6 +128,9 @@ class Backend {
   // Grouped GEMM: out [M, G*N] with out[:, g*N + n] = x[:, g*K : (g+1)*K] · w[g*N + n, :].
   // x [M, G*K] F32, w [G*N, K] F32. groups = 1 is the plain linear layer y = x · wᵀ.
   virtual Status matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_t groups = 1) = 0;
+  // The same product with a weight in its stored format: out [M, G·N] = x [M, G·K] · deq(w)ᵀ,
+  // w [G·N, K]. F32 weights go to `matmul`; other formats where supports_op(kMatmul, dtype).
+  virtual Status linear(const Tensor& x, const Weight& w, Tensor& out, int64_t groups = 1);
   // out [M, N] = x / sqrt(mean(x², last axis) + eps) (· weight [N] if non-null). In-place ok.
   virtual Status rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) = 0;
   // In place on x [S, nh, D]: rotate r = 2·inv_freq.numel() channels of every head by angle
@@ -135,6 +168,18 @@ class Backend {
   // ids [S, k] I32, weights [S, k] F32.
   virtual Status moe_route(const Tensor& logits, const Tensor* bias, const Tensor* hash_ids,
                            const RouterParams& params, Tensor& ids, Tensor& weights) = 0;
+  // Routed experts: out [S, H] += Σ_j weights[s, j] · expert_{ids[s, j]}(x[s]), the sum over j in
+  // order 0..k−1 for every s (expert(x) = (silu(min(g, lim)) ⊙ clamp(u)) · downᵀ, [g | u] =
+  // x · gate_upᵀ). x [S, H], ids [S, k] I32, weights [S, k] F32. The base implementation groups
+  // the rows by expert on the host; device backends may run them in place.
+  virtual Status moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                             const ExpertSet& experts, float swiglu_limit, Tensor& out);
+  // out[s] += Σ_j weights[s, j] · slot_out[s·k + j], j ascending. slot_out [S·k, H].
+  Status combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k, Tensor& out);
+  virtual Status prepare_experts(ExpertSet& experts) {
+    (void)experts;
+    return OkStatus();
+  }
   // out [M, I] = silu(min(g, limit)) · clamp(u, -limit, limit), gate_up [M, 2I] = [g | u].
   // limit <= 0 means no clamp.
   virtual Status swiglu(const Tensor& gate_up, float limit, Tensor& out) = 0;

@@ -70,6 +70,35 @@ StatusOr<Tensor> WeightLoader::load(const std::string& name, const Shape& shape)
   return convert(*e, shape);
 }
 
+StatusOr<backend::Weight> WeightLoader::load_linear(const std::string& name, const Shape& shape) {
+  DI_ASSIGN_OR_RETURN(const io::WeightEntry* e, registry_->get(name));
+  const io::TensorView& v = e->weight;
+  const bool scale_ok = !e->scale || e->scale->dtype == DType::kF8E8M0 || e->scale->dtype == DType::kF32;
+  const bool keep = !backend_->host_memory() && v.shape.size() == 2 && v.dtype != DType::kF32 &&
+                    scale_ok && backend_->supports_op(backend::OpKind::kMatmul, v.dtype) &&
+                    e->scale.has_value() == (v.dtype != DType::kBF16);
+  if (!keep) {
+    DI_ASSIGN_OR_RETURN(Tensor f32, convert(*e, shape));
+    return backend::Weight::of(std::move(f32));
+  }
+  if (!shape_matches(v.shape, shape))
+    return InvalidArgument(where(v) + " (" + e->name + "): expected shape " + backend::shape_str(shape) +
+                           ", got " + dtype_name(v.dtype) + backend::shape_str(v.shape));
+  backend::Weight w;
+  // Straight from the mapped file into backend memory (no host copy).
+  DI_ASSIGN_OR_RETURN(w.w, backend_->alloc(v.dtype, v.shape));
+  DI_RETURN_IF_ERROR(backend_->upload(Tensor::borrow(v.data, v.dtype, v.shape), w.w));
+  if (e->scale) {
+    const io::TensorView& sv = *e->scale;
+    DI_ASSIGN_OR_RETURN(w.scale, backend_->alloc(sv.dtype, sv.shape));
+    DI_RETURN_IF_ERROR(backend_->upload(Tensor::borrow(sv.data, sv.dtype, sv.shape), w.scale));
+    auto pow2_at_least = [](int64_t x) { int64_t p = 1; while (p < x) p *= 2; return p; };
+    w.block_rows = pow2_at_least((v.shape[0] + sv.shape[0] - 1) / sv.shape[0]);
+    w.block_cols = pow2_at_least((v.shape[1] + sv.shape[1] - 1) / sv.shape[1]);
+  }
+  return w;
+}
+
 StatusOr<Tensor> WeightLoader::load_optional(const std::string& name, const Shape& shape) {
   const io::WeightEntry* e = registry_->find(name);
   if (!e) return Tensor();

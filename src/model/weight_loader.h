@@ -25,6 +25,10 @@ class WeightLoader {
   StatusOr<backend::Tensor> load(const std::string& name, const backend::Shape& shape);
   // Same, but an absent weight gives an undefined Tensor (Tensor::defined() == false).
   StatusOr<backend::Tensor> load_optional(const std::string& name, const backend::Shape& shape);
+  // A linear layer's weight in the format the backend computes with: its stored format (BF16,
+  // FP8 + block scales, FP4 + group scales) uploaded to the backend when
+  // backend->supports_op(kMatmul, dtype), else dequantized to F32 in host memory (placed later).
+  StatusOr<backend::Weight> load_linear(const std::string& name, const backend::Shape& shape);
   // Integer weight (I64 / I32, e.g. tid2eid) as I32.
   StatusOr<backend::Tensor> load_i32(const std::string& name, const backend::Shape& shape);
   bool has(const std::string& name) const { return registry_->find(name) != nullptr; }

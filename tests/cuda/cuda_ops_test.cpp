@@ -360,6 +360,121 @@ TEST_F(CudaOps, BatchInvariantMatmulIsExactAcrossBatchSizes) {
   }
 }
 
+TEST_F(CudaOps, LinearWithStoredWeightFormats) {
+  // bf16, fp8 e4m3 (128x128 ue8m0 blocks) and fp4 e2m1 (1x32 ue8m0 groups) weights read as
+  // stored, against the CPU's dequantize + matmul; small M (the weight-only kernel, also with
+  // --batch-invariant) and larger M (dequantize + cuBLAS); K with and without vector loads.
+  CudaBackendOptions bi_opts;
+  bi_opts.batch_invariant = true;
+  auto bi = CudaBackend::create(bi_opts);
+  ASSERT_TRUE(bi.ok());
+  for (int fmt = 0; fmt < 3; ++fmt)
+    for (auto [M, G, N, K] : {std::array<int64_t, 4>{1, 1, 300, 256}, {5, 2, 64, 96},
+                              {17, 1, 129, 160}, {40, 1, 33, 64}, {3, 1, 7, 1056}}) {
+      if (fmt == 2 && K % 32 != 0) continue;
+      const int64_t R = G * N;
+      backend::Weight w;
+      Tensor deq = Tensor::empty(DType::kF32, {R, K});
+      if (fmt == 0) {
+        w.w = Tensor::empty(DType::kBF16, {R, K});
+        for (int64_t i = 0; i < R * K; ++i) w.w.data<uint16_t>()[i] = static_cast<uint16_t>(0x3C00 + rng_() % 0x0800) ^ (rng_() & 0x8000);
+      } else {
+        w.w = Tensor::empty(fmt == 1 ? DType::kF8E4M3 : DType::kF4E2M1, {R, K});
+        for (uint64_t i = 0; i < w.w.nbytes(); ++i) {
+          uint8_t b = static_cast<uint8_t>(rng_());
+          if (fmt == 1 && (b & 0x7F) == 0x7F) b = 0x3F;  // no NaN codes
+          w.w.data<uint8_t>()[i] = b;
+        }
+        w.block_rows = fmt == 1 ? 128 : 1;
+        w.block_cols = fmt == 1 ? 128 : 32;
+        w.scale = Tensor::empty(DType::kF8E8M0, {(R + w.block_rows - 1) / w.block_rows,
+                                                 (K + w.block_cols - 1) / w.block_cols});
+        for (int64_t i = 0; i < w.scale.numel(); ++i) w.scale.data<uint8_t>()[i] = static_cast<uint8_t>(122 + rng_() % 8);
+      }
+      ASSERT_TRUE(cpu_->dequantize(w.w, w.scale.defined() ? &w.scale : nullptr, w.block_rows,
+                                   w.block_cols, deq).ok());
+      Tensor x = randn({M, G * K}), out = Tensor::empty(DType::kF32, {M, R});
+      ASSERT_TRUE(cpu_->matmul(x, deq, out, G).ok());
+      auto dx = on_device(x), dwt = on_device(w.w);
+      backend::Weight dw = w;
+      dw.w = dwt.dev;
+      Pair dsc;
+      if (w.scale.defined()) {
+        dsc = on_device(w.scale);
+        dw.scale = dsc.dev;
+      }
+      for (CudaBackend* be : {gpu_.get(), bi->get()}) {
+        Tensor z = Tensor::empty(DType::kF32, {M, R});
+        auto dout = on_device(z);
+        Status st = be->linear(dx.dev, dw, dout.dev, G);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_TRUE(be->synchronize().ok());
+        expect_close(fmt == 0 ? "linear bf16" : fmt == 1 ? "linear fp8" : "linear fp4", out, dout, 1e-5);
+      }
+    }
+}
+
+TEST_F(CudaOps, MoeExpertsInPlaceMatchGroupedCpu) {
+  // FP4 routed experts (as in the release) run in place on the device (small batch, and always
+  // with --batch-invariant) against the CPU's grouped path on the dequantized weights.
+  CudaBackendOptions bi_opts;
+  bi_opts.batch_invariant = true;
+  auto bi = CudaBackend::create(bi_opts);
+  ASSERT_TRUE(bi.ok());
+  const int64_t E = 5, I = 64, H = 96, k = 2;
+  auto fp4 = [&](int64_t R, int64_t K, backend::Weight* host, Tensor* deq) {
+    host->w = Tensor::empty(DType::kF4E2M1, {R, K});
+    for (uint64_t i = 0; i < host->w.nbytes(); ++i) host->w.data<uint8_t>()[i] = static_cast<uint8_t>(rng_());
+    host->block_rows = 1;
+    host->block_cols = 32;
+    host->scale = Tensor::empty(DType::kF8E8M0, {R, K / 32});
+    for (int64_t i = 0; i < host->scale.numel(); ++i) host->scale.data<uint8_t>()[i] = static_cast<uint8_t>(120 + rng_() % 6);
+    *deq = Tensor::empty(DType::kF32, {R, K});
+    ASSERT_TRUE(cpu_->dequantize(host->w, &host->scale, 1, 32, *deq).ok());
+  };
+  backend::ExpertSet cpu_set, gpu_set, bi_set;
+  std::vector<Pair> keep;  // device copies stay alive
+  for (int64_t e = 0; e < E; ++e)
+    for (int proj = 0; proj < 2; ++proj) {
+      backend::Weight hw;
+      Tensor deq;
+      fp4(proj == 0 ? 2 * I : H, proj == 0 ? H : I, &hw, &deq);
+      (proj == 0 ? cpu_set.gate_up : cpu_set.down).push_back(backend::Weight::of(deq));
+      keep.push_back(on_device(hw.w));
+      keep.push_back(on_device(hw.scale));
+      backend::Weight dw = hw;
+      dw.w = keep[keep.size() - 2].dev;
+      dw.scale = keep.back().dev;
+      (proj == 0 ? gpu_set.gate_up : gpu_set.down).push_back(dw);
+    }
+  bi_set = gpu_set;
+  ASSERT_TRUE(gpu_->prepare_experts(gpu_set).ok());
+  ASSERT_TRUE((*bi)->prepare_experts(bi_set).ok());
+  ASSERT_NE(gpu_set.prepared, nullptr);
+  for (int64_t S : {1, 7}) {
+    Tensor x = randn({S, H}), ids = randint({S, k}, 0, E - 1), w = randn({S, k});
+    Tensor out = randn({S, H});
+    Tensor want = out.clone();
+    ASSERT_TRUE(cpu_->moe_experts(x, ids, w, cpu_set, 7.0f, want).ok());
+    auto dx = on_device(x), dids = on_device(ids), dw = on_device(w);
+    for (auto [be, set] : {std::pair<CudaBackend*, backend::ExpertSet*>{gpu_.get(), &gpu_set},
+                           {bi->get(), &bi_set}}) {
+      auto dout = on_device(out);
+      Status st = be->moe_experts(dx.dev, dids.dev, dw.dev, *set, 7.0f, dout.dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(be->synchronize().ok());
+      expect_close("moe_experts", want, dout, 1e-5);
+    }
+  }
+  // A bad expert id is reported by synchronize(), naming the error.
+  Tensor x = randn({1, H}), ids = Tensor::from_i32({1, k}, {0, static_cast<int32_t>(E)}), w = randn({1, k});
+  auto dx = on_device(x), dids = on_device(ids), dw = on_device(w);
+  Tensor z = Tensor::empty(DType::kF32, {1, H});
+  auto dout = on_device(z);
+  ASSERT_TRUE((*bi)->moe_experts(dx.dev, dids.dev, dw.dev, bi_set, 7.0f, dout.dev).ok());
+  EXPECT_EQ((*bi)->synchronize().code(), StatusCode::kOutOfRange);
+}
+
 TEST_F(CudaOps, AllocUploadDownload) {
   Tensor h = randn({37, 5});
   auto t = gpu_->alloc(DType::kF32, {37, 5});

@@ -10,8 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/make_backend.h"
 #include "model/model.h"
 #include "reference.h"
+
+// The backend the model runs on: "cpu" in CI; the GPU test program builds this file with "cuda".
+#ifndef DI_MODEL_TEST_DEVICE
+#define DI_MODEL_TEST_DEVICE "cpu"
+#endif
 
 namespace deepinfer::model {
 namespace {
@@ -22,7 +28,9 @@ constexpr const char* kExpected = "tests/data/models/stories260K/expected";
 class Stories260K : public ::testing::Test {
  protected:
   void SetUp() override {
-    be_ = backend::make_cpu_backend();
+    auto be = backend::make_backend(DI_MODEL_TEST_DEVICE);
+    ASSERT_TRUE(be.ok()) << be.status().to_string();
+    be_ = std::move(be).value();
     auto m = load_model(kDir, be_.get());
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(m).value();

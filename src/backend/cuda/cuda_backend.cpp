@@ -192,6 +192,9 @@ bool CudaBackend::supports_op(OpKind op, DType dtype) const {
     return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16 ||
            dtype == DType::kF8E4M3 || dtype == DType::kI8 || dtype == DType::kU8;
   }
+  if (op == OpKind::kMatmul)  // through linear(): weights kept in their stored format
+    return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3 ||
+           dtype == DType::kF4E2M1;
   return dtype == DType::kF32;
 }
 
@@ -240,6 +243,150 @@ Status CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out, int64_
   return OkStatus();
 }
 
+Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& out,
+                           int64_t groups) {
+  const DType dt = w.w.dtype();
+  if (dt == DType::kF32 && !w.scale.defined()) return matmul(x, w.w, out, groups);
+  const char* op = "linear";
+  const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : dt == DType::kF4E2M1 ? 2 : -1;
+  if (fmt < 0)
+    return Unimplemented(std::string("linear (cuda): weight dtype ") + dtype_name(dt) +
+                         " (F32, BF16, F8_E4M3, F4_E2M1)");
+  if (groups < 1) return InvalidArgument("linear: groups must be >= 1");
+  DI_RETURN_IF_ERROR(check_rank(op, "w", w.w, dt, 2));
+  DI_RETURN_IF_ERROR(check_rank(op, "x", x, DType::kF32, 2));
+  const int64_t GN = w.rows(), K = w.cols(), M = x.dim(0);
+  if (GN % groups != 0 || x.dim(1) != groups * K)
+    return InvalidArgument("linear: x " + x.describe() + " and w " + w.w.describe() +
+                           " do not form a " + std::to_string(groups) + "-group product");
+  DI_RETURN_IF_ERROR(check_tensor(op, "out", out, DType::kF32, {M, GN}));
+  if ((fmt == 0) == w.scale.defined())
+    return InvalidArgument(std::string("linear: ") + w.w.describe() +
+                           (fmt == 0 ? " takes no scale" : " needs its scale tensor"));
+  if (fmt == 2 && K % 2 != 0) return InvalidArgument("linear: FP4 weights need an even K");
+  bool scale_f32 = false;
+  if (fmt != 0) {
+    const DType st = w.scale.dtype();
+    if (st != DType::kF8E8M0 && st != DType::kF32)
+      return InvalidArgument("linear: scale must be F8_E8M0 or F32, got " + w.scale.describe());
+    scale_f32 = st == DType::kF32;
+    if (w.block_rows < 1 || w.block_cols < 8 || w.block_cols % 8 != 0)
+      return InvalidArgument("linear: block " + std::to_string(w.block_rows) + "x" +
+                             std::to_string(w.block_cols) + " (columns must be a multiple of 8)");
+    DI_RETURN_IF_ERROR(check_tensor(op, "scale", w.scale, st,
+                                    {(GN + w.block_rows - 1) / w.block_rows,
+                                     (K + w.block_cols - 1) / w.block_cols}));
+  }
+  if (M == 0 || GN == 0) return OkStatus();
+  if (!st_->batch_invariant && M > 16) {  // compute-bound: dequantize once, cuBLAS
+    DI_ASSIGN_OR_RETURN(Tensor wf, alloc(DType::kF32, {GN, K}));
+    DI_RETURN_IF_ERROR(dequantize(w.w, fmt == 0 ? nullptr : &w.scale, w.block_rows, w.block_cols, wf));
+    return matmul(x, wf, out, groups);
+  }
+  kernels::linear_wq(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                     scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
+                     out.data<float>(), stream());
+  return launched(op);
+}
+
+namespace {
+int weight_format(DType dt) {
+  return dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : dt == DType::kF4E2M1 ? 2
+         : dt == DType::kF32 ? 3 : -1;
+}
+
+// Device pointer tables of one projection of every expert (all of one format and shape).
+struct ProjectionTable {
+  DeviceBuffer w, s;  // const void* [E] each (s empty when unscaled)
+  int fmt = -1;
+  bool scale_f32 = false;
+  int64_t N = 0, K = 0, br = 1, bc = 1;
+};
+struct ExpertTables {
+  ProjectionTable gate_up, down;
+};
+
+StatusOr<ProjectionTable> make_table(const std::vector<backend::Weight>& ws, cudaStream_t stream) {
+  ProjectionTable t;
+  const backend::Weight& w0 = ws.at(0);
+  t.fmt = weight_format(w0.w.dtype());
+  t.N = w0.rows();
+  t.K = w0.cols();
+  t.br = w0.block_rows;
+  t.bc = w0.block_cols;
+  t.scale_f32 = w0.scale.defined() && w0.scale.dtype() == DType::kF32;
+  std::vector<const void*> wp, sp;
+  for (const backend::Weight& w : ws) {
+    const bool same = weight_format(w.w.dtype()) == t.fmt && w.rows() == t.N &&
+                      w.cols() == t.K && w.scale.defined() == w0.scale.defined() &&
+                      (!w.scale.defined() || (w.scale.dtype() == w0.scale.dtype() &&
+                                              w.block_rows == t.br && w.block_cols == t.bc));
+    if (t.fmt < 0 || !same) return Unimplemented("experts of mixed formats");
+    wp.push_back(w.w.raw());
+    if (w.scale.defined()) sp.push_back(w.scale.raw());
+  }
+  if (w0.scale.defined() && (t.bc % 8 != 0 || (t.fmt != 1 && t.fmt != 2)))
+    return Unimplemented("expert scale layout");
+  DI_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(wp.size() * sizeof(void*)));
+  DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.w.data(), wp.data(), wp.size() * sizeof(void*),
+                                          cudaMemcpyHostToDevice, stream));
+  if (!sp.empty()) {
+    DI_ASSIGN_OR_RETURN(t.s, DeviceBuffer::allocate(sp.size() * sizeof(void*)));
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.s.data(), sp.data(), sp.size() * sizeof(void*),
+                                            cudaMemcpyHostToDevice, stream));
+  }
+  DI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // host vectors go out of scope
+  return t;
+}
+}  // namespace
+
+Status CudaBackend::prepare_experts(backend::ExpertSet& experts) {
+  experts.prepared.reset();
+  if (experts.num_experts() == 0) return OkStatus();
+  auto gu = make_table(experts.gate_up, stream());
+  auto dn = make_table(experts.down, stream());
+  if (!gu.ok() || !dn.ok()) return OkStatus();  // mixed formats: the grouped path serves them
+  auto tables = std::make_shared<ExpertTables>();
+  tables->gate_up = std::move(gu).value();
+  tables->down = std::move(dn).value();
+  experts.prepared = tables;
+  return OkStatus();
+}
+
+Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                const backend::ExpertSet& experts, float swiglu_limit,
+                                Tensor& out) {
+  const auto* t = static_cast<const ExpertTables*>(experts.prepared.get());
+  DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));
+  DI_RETURN_IF_ERROR(check_rank("moe_experts", "ids", ids, DType::kI32, 2));
+  const int64_t S = x.dim(0), H = x.dim(1), k = ids.dim(1), slots = S * k;
+  if (t == nullptr || (!st_->batch_invariant && slots > 128) || t->gate_up.K != H ||
+      t->down.N != H || t->gate_up.N != 2 * t->down.K)
+    return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
+  DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
+  if (S == 0) return OkStatus();
+  const int64_t I = t->down.K;
+  const ProjectionTable& g = t->gate_up;
+  const ProjectionTable& d = t->down;
+  DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
+  kernels::linear_slots(g.fmt, x.data<float>(), k, ids.data<int32_t>(), slots,
+                        experts.num_experts(), static_cast<const void* const*>(g.w.data()),
+                        static_cast<const void* const*>(g.s.data()), g.scale_f32, 2 * I, H, g.br,
+                        g.bc, gu.data<float>(), flag_of(st_->error_flag), stream());
+  DI_RETURN_IF_ERROR(launched("moe_experts"));
+  DI_ASSIGN_OR_RETURN(Tensor act, alloc(DType::kF32, {slots, I}));
+  DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
+  DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
+  kernels::linear_slots(d.fmt, act.data<float>(), 1, ids.data<int32_t>(), slots,
+                        experts.num_experts(), static_cast<const void* const*>(d.w.data()),
+                        static_cast<const void* const*>(d.s.data()), d.scale_f32, H, I, d.br,
+                        d.bc, slot_out.data<float>(), flag_of(st_->error_flag), stream());
+  DI_RETURN_IF_ERROR(launched("moe_experts"));
+  return combine_slots(slot_out, weights, k, out);
+}
+
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) {
   DI_ASSIGN_OR_RETURN(const auto d, check_rms_norm(x, weight, out));
   kernels::rms_norm(x.data<float>(), weight ? weight->data<float>() : nullptr, d.M, d.N, eps,
@@ -260,7 +407,7 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_offsets, const Tensor& key_ids,
                               const Tensor* sinks, float scale, Tensor& out) {
   DI_ASSIGN_OR_RETURN(const auto d, check_attention(q, k, v, key_offsets, key_ids, sinks, out));
-  if (d.Dv > 1024) return Unimplemented("attention (cuda): value width > 1024");
+  if (d.Dv > 1024 || d.D > 1024) return Unimplemented("attention (cuda): head width > 1024");
   kernels::attention(q.data<float>(), k.data<float>(), v.data<float>(),
                      key_offsets.data<int32_t>(), key_ids.data<int32_t>(), d.nnz,
                      sinks ? sinks->data<float>() : nullptr, d.S, d.nH, d.T, d.nKV, d.D, d.Dv,

@@ -48,6 +48,19 @@ class CudaBackend : public backend::Backend {
                    backend::Tensor& out) override;
   Status matmul(const backend::Tensor& x, const backend::Tensor& w, backend::Tensor& out,
                 int64_t groups) override;
+  // BF16 / FP8 (block scales) / FP4 (group scales) weights read in their stored format
+  // (weight-only quantization, fp32 math); large M without --batch-invariant dequantizes to a
+  // scratch fp32 weight and uses cuBLAS.
+  Status linear(const backend::Tensor& x, const backend::Weight& w, backend::Tensor& out,
+                int64_t groups) override;
+  // Routed experts in place on the device for small batches (S·k ≤ 128, or always with
+  // --batch-invariant): one product kernel per projection over all (token, pick) slots, each slot
+  // reading its expert's weight through pointer tables built by prepare_experts; larger batches
+  // group rows by expert (the base implementation).
+  Status moe_experts(const backend::Tensor& x, const backend::Tensor& ids,
+                     const backend::Tensor& weights, const backend::ExpertSet& experts,
+                     float swiglu_limit, backend::Tensor& out) override;
+  Status prepare_experts(backend::ExpertSet& experts) override;
   Status rms_norm(const backend::Tensor& x, const backend::Tensor* weight, float eps,
                   backend::Tensor& out) override;
   Status rope(backend::Tensor& x, const backend::Tensor& positions,

@@ -77,6 +77,20 @@ void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int6
 // w [G·N, K]; each element one fma chain in k order.
 void matmul_fixed(const float* x, const float* w, int64_t M, int64_t N, int64_t K, int64_t G,
                   float* out, cudaStream_t s);
+// Weight-only-quantized linear (backend.h linear): fmt 0 = bf16 (scale null), 1 = e4m3, 2 = e2m1
+// packed two a byte, 3 = f32 (scale null); scale [ceil(G·N/block_rows), ceil(K/block_cols)] ue8m0 (or f32), null when
+// unscaled; block_cols a multiple of 8. out [M, G·N], x [M, G·K]. Batch-invariant.
+void linear_wq(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
+               int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows, int64_t block_cols,
+               float* out, cudaStream_t s);
+// Routed-expert products, one x row per slot: out[slot, n] = x[slot / x_div] · deq(W_e[n])
+// with e = ids[slot] and W_e at w_table[e] (scales at s_table[e], or s_table null): the same
+// per-element arithmetic as linear_wq (fmt 3 = f32). A bad expert id writes zeros and sets
+// kErrHashExpertId. out [num_slots, N].
+void linear_slots(int fmt, const float* x, int64_t x_div, const int32_t* ids, int64_t num_slots,
+                  int64_t num_experts, const void* const* w_table, const void* const* s_table,
+                  bool scale_f32, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols,
+                  float* out, int32_t* error_flag, cudaStream_t s);
 // Compressor slots (backend.h compressor_slots); overlap / next pointers may be null.
 void compressor_slots(const float* kv, const float* gate, const float* ape,
                       const float* overlap_kv, const float* overlap_gate, int64_t n, int64_t m,

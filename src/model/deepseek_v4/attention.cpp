@@ -21,17 +21,17 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
 
   // §4.1 projections, over every row of the step.
   DI_ALLOC(q_a, be, DType::kF32, {S, d.Rq});
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wq_a, q_a));
+  DI_RETURN_IF_ERROR(be.linear(x, w.wq_a, q_a));
   DI_ALLOC(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
   DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, q_res));
   DI_ALLOC(q, be, DType::kF32, {S, d.nH * d.D});
-  DI_RETURN_IF_ERROR(be.matmul(q_res, w.wq_b, q));
+  DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q));
   Tensor q_heads = q.view({S * d.nH, d.D});
   DI_RETURN_IF_ERROR(be.rms_norm(q_heads, nullptr, d.eps, q_heads));  // unweighted, per head
   Tensor q3 = q.view({S, d.nH, d.D});
   DI_RETURN_IF_ERROR(be.rope(q3, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, false));
   DI_ALLOC(kv_raw, be, DType::kF32, {S, d.D});
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wkv, kv_raw));
+  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, kv_raw));
   DI_ALLOC(kv, be, DType::kF32, {S, d.D});                   // key = value
   DI_RETURN_IF_ERROR(be.rms_norm(kv_raw, &w.kv_norm, d.eps, kv));
   Tensor kv3 = kv.view({S, 1, d.D});
@@ -39,7 +39,7 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
 
   // Per sequence: compressors (§6.3) and the indexer selection (§5.5).
   const size_t B = batch.seqs.size();
-  std::vector<Tensor> selected(B);  // [len, topk] I32 on the host (CSA)
+  std::vector<Tensor> picks(B), selected(B);  // [len, topk] I32: backend, then host (CSA)
   std::vector<int64_t> entries(B, 0), window(B, 0), base(B + 1, 0);
   for (size_t i = 0; i < B; ++i) {
     const SeqSlice& sq = batch.seqs[i];
@@ -55,17 +55,21 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
         const int64_t TI = state.num_entries(layer, CompressorKind::kIndexer);
         DI_ALLOC(index_keys, be, DType::kF32, {TI, d.cI});  // J [T, cI]
         DI_RETURN_IF_ERROR(state.read_entries(layer, CompressorKind::kIndexer, index_keys));
-        DI_ALLOC(picks, be, DType::kI32, {sq.len, d.topk});
+        DI_ASSIGN_OR_RETURN(picks[i], be.alloc(DType::kI32, {sq.len, d.topk}));
         DI_RETURN_IF_ERROR(indexer_select(
             be, d, *w.indexer, rope, q_res.rows(sq.begin, sq.begin + sq.len), xs,
             positions.rows(sq.begin, sq.begin + sq.len),
-            batch.positions_host.subspan(sq.begin, sq.len), index_keys, picks));
-        DI_ASSIGN_OR_RETURN(selected[i], to_host(be, picks));  // key lists are built on the host
+            batch.positions_host.subspan(sq.begin, sq.len), index_keys, picks[i]));
       }
     }
     window[i] = state.window_rows(layer);
     base[i + 1] = base[i] + window[i] + sq.len + entries[i];
   }
+  // The key lists are built on the host: one wait for every sequence's picks.
+  if (csa)
+    for (size_t i = 0; i < B; ++i) {
+      DI_ASSIGN_OR_RETURN(selected[i], to_host(be, picks[i]));
+    }
 
   // Keys of sequence i at [base_i, base_{i+1}): [window rows of its cache | its chunk's kv |
   // its compressed entries]; one softmax per query over its own list (§4.3, §5.6).
@@ -111,8 +115,8 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
   // §4.4 de-rotate by the query position, grouped output projection.
   DI_RETURN_IF_ERROR(be.rope(o, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, true));
   DI_ALLOC(z, be, DType::kF32, {S, d.G * d.Ro});
-  DI_RETURN_IF_ERROR(be.matmul(o.view({S, d.nH * d.D}), w.wo_a, z, d.G));
-  DI_RETURN_IF_ERROR(be.matmul(z, w.wo_b, y));
+  DI_RETURN_IF_ERROR(be.linear(o.view({S, d.nH * d.D}), w.wo_a, z, d.G));
+  DI_RETURN_IF_ERROR(be.linear(z, w.wo_b, y));
 
   // Window cache <- last W−1 rows of [cached | chunk], per sequence.
   for (size_t i = 0; i < B; ++i) {

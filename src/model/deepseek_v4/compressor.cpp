@@ -29,8 +29,8 @@ Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWe
     DI_RETURN_IF_ERROR(be.copy(tail.gate.rows(0, tail.rows), dg));
   }
   Tensor ck = raw_kv.rows(tail.rows, total), cg = raw_gate.rows(tail.rows, total);
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wkv, ck));
-  DI_RETURN_IF_ERROR(be.matmul(x, w.wgate, cg));
+  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, ck));
+  DI_RETURN_IF_ERROR(be.linear(x, w.wgate, cg));
   const int64_t n = total / m, used = n * m;
 
   if (n > 0) {

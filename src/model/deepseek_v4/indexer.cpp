@@ -13,12 +13,12 @@ Status indexer_select(backend::Backend& be, const Dims& d, const IndexerWeights&
                       const Tensor& keys, Tensor& selected) {
   const int64_t S = x.dim(0), T = keys.dim(0), m = w.compressor.m;
   DI_ALLOC(q_idx, be, DType::kF32, {S, d.nI * d.cI});  // qI = q_res · wq_bᵀ
-  DI_RETURN_IF_ERROR(be.matmul(q_res, w.wq_b, q_idx));
+  DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q_idx));
   Tensor q3 = q_idx.view({S, d.nI, d.cI});
   DI_RETURN_IF_ERROR(be.rope(q3, positions, rope.inv_freq, backend::RopeStyle::kInterleavedTrailing,
                              rope.mscale, false));
   DI_ALLOC(head_w, be, DType::kF32, {S, d.nI});  // wI (scaled by nI^-½ inside the op)
-  DI_RETURN_IF_ERROR(be.matmul(x, w.weights_proj, head_w));
+  DI_RETURN_IF_ERROR(be.linear(x, w.weights_proj, head_w));
   std::vector<int32_t> visible(S);               // entries w < ⌊(p+1)/m⌋
   for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>((positions_host[s] + 1) / m);
   DI_ASSIGN_OR_RETURN(Tensor visible_t, to_backend_i32(be, visible, {S}));

@@ -33,7 +33,7 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::stri
   if (m->dims_.nH % m->dims_.G != 0)
     return InvalidArgument("deepseek_v4: num_attention_heads must be a multiple of o_groups");
   DI_ASSIGN_OR_RETURN(auto loader, WeightLoader::open(dir, model_config, backend));
-  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader));
+  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader, *backend));
   DI_RETURN_IF_ERROR(place_weights(*backend, *m->w_));
   m->info_.family = "deepseek_v4";
   m->info_.vocab_size = config.vocab_size;
@@ -119,7 +119,7 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   DI_ALLOC(hn, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
   DI_ALLOC(logits, be, DType::kF32, {rows, d.V});
-  DI_RETURN_IF_ERROR(be.matmul(hn, w_->head, logits));
+  DI_RETURN_IF_ERROR(be.linear(hn, w_->head, logits));
   return to_host(be, logits);  // the sampler reads host logits
 }
 

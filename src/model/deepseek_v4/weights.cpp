@@ -25,10 +25,42 @@ Dims dims_from_config(const io::DeepseekV4Config& c) {
 
 namespace {
 
-Tensor cat_rows(const Tensor& a, const Tensor& b) {  // [n1, K] ++ [n2, K]
+Tensor cat_rows(const Tensor& a, const Tensor& b) {  // [n1, K] ++ [n2, K], host F32
   Tensor out = Tensor::empty(DType::kF32, {a.dim(0) + b.dim(0), a.dim(1)});
   std::memcpy(out.data<float>(), a.data<float>(), a.nbytes());
   std::memcpy(out.data<float>() + a.numel(), b.data<float>(), b.nbytes());
+  return out;
+}
+
+// Rows of the linear weights `first` ++ `second` (gate and up projections fused as [2I, H]). In
+// the stored format when both share it and the scale blocks do not straddle the seam, else F32.
+StatusOr<Weight> load_fused(WeightLoader& w, backend::Backend& be, const std::string& first,
+                            const std::string& second, const backend::Shape& shape) {
+  DI_ASSIGN_OR_RETURN(Weight a, w.load_linear(first, shape));
+  DI_ASSIGN_OR_RETURN(Weight b, w.load_linear(second, shape));
+  const bool same = a.w.dtype() == b.w.dtype() && a.scale.defined() == b.scale.defined() &&
+                    a.block_rows == b.block_rows && a.block_cols == b.block_cols &&
+                    (!a.scale.defined() || (a.scale.dtype() == b.scale.dtype() &&
+                                            a.rows() % a.block_rows == 0));
+  if (a.w.dtype() == DType::kF32 && !a.on_device() && same)
+    return Weight::of(cat_rows(a.w, b.w));
+  if (!same) {  // mixed formats: both as F32
+    DI_ASSIGN_OR_RETURN(Tensor fa, w.load(first, shape));
+    DI_ASSIGN_OR_RETURN(Tensor fb, w.load(second, shape));
+    return Weight::of(cat_rows(fa, fb));
+  }
+  Weight out = a;
+  DI_ASSIGN_OR_RETURN(out.w, be.alloc(a.w.dtype(), {a.w.dim(0) + b.w.dim(0), a.w.dim(1)}));
+  Tensor top = out.w.rows(0, a.w.dim(0)), bottom = out.w.rows(a.w.dim(0), out.w.dim(0));
+  DI_RETURN_IF_ERROR(be.copy(a.w, top));
+  DI_RETURN_IF_ERROR(be.copy(b.w, bottom));
+  if (a.scale.defined()) {
+    DI_ASSIGN_OR_RETURN(out.scale, be.alloc(a.scale.dtype(), {a.scale.dim(0) + b.scale.dim(0),
+                                                              a.scale.dim(1)}));
+    Tensor st = out.scale.rows(0, a.scale.dim(0)), sb = out.scale.rows(a.scale.dim(0), out.scale.dim(0));
+    DI_RETURN_IF_ERROR(be.copy(a.scale, st));
+    DI_RETURN_IF_ERROR(be.copy(b.scale, sb));
+  }
   return out;
 }
 
@@ -44,15 +76,15 @@ Status load_hc(WeightLoader& w, const std::string& prefix, int64_t rows, int64_t
 Status load_compressor(WeightLoader& w, const std::string& prefix, int64_t m, int64_t coff,
                        int64_t d, int64_t H, CompressorWeights& c) {
   c.m = m; c.coff = coff; c.d = d;
-  DI_ASSIGN_OR_RETURN(c.wkv, w.load(prefix + "wkv", {coff * d, H}));
-  DI_ASSIGN_OR_RETURN(c.wgate, w.load(prefix + "wgate", {coff * d, H}));
+  DI_ASSIGN_OR_RETURN(c.wkv, w.load_linear(prefix + "wkv", {coff * d, H}));
+  DI_ASSIGN_OR_RETURN(c.wgate, w.load_linear(prefix + "wgate", {coff * d, H}));
   DI_ASSIGN_OR_RETURN(c.ape, w.load(prefix + "ape", {m, coff * d}));
   DI_ASSIGN_OR_RETURN(c.norm, w.load(prefix + "norm", {d}));
   return OkStatus();
 }
 
-Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w, int64_t i,
-                  LayerWeights& lw) {
+Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
+                  backend::Backend& be, int64_t i, LayerWeights& lw) {
   const std::string L = "layers." + std::to_string(i) + ".";
   const int64_t mix = (2 + d.hc) * d.hc;
   DI_RETURN_IF_ERROR(load_hc(w, L + "hc_attn.", mix, d.hc * d.H, false, lw.attn_hc));
@@ -63,13 +95,13 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
   AttentionWeights& a = lw.attn;
   a.type = c.layer_types[i];
   const std::string A = L + "attn.";
-  DI_ASSIGN_OR_RETURN(a.wq_a, w.load(A + "wq_a", {d.Rq, d.H}));
+  DI_ASSIGN_OR_RETURN(a.wq_a, w.load_linear(A + "wq_a", {d.Rq, d.H}));
   DI_ASSIGN_OR_RETURN(a.q_norm, w.load(A + "q_norm", {d.Rq}));
-  DI_ASSIGN_OR_RETURN(a.wq_b, w.load(A + "wq_b", {d.nH * d.D, d.Rq}));
-  DI_ASSIGN_OR_RETURN(a.wkv, w.load(A + "wkv", {d.D, d.H}));
+  DI_ASSIGN_OR_RETURN(a.wq_b, w.load_linear(A + "wq_b", {d.nH * d.D, d.Rq}));
+  DI_ASSIGN_OR_RETURN(a.wkv, w.load_linear(A + "wkv", {d.D, d.H}));
   DI_ASSIGN_OR_RETURN(a.kv_norm, w.load(A + "kv_norm", {d.D}));
-  DI_ASSIGN_OR_RETURN(a.wo_a, w.load(A + "wo_a", {d.G * d.Ro, d.nH * d.D / d.G}));
-  DI_ASSIGN_OR_RETURN(a.wo_b, w.load(A + "wo_b", {d.H, d.G * d.Ro}));
+  DI_ASSIGN_OR_RETURN(a.wo_a, w.load_linear(A + "wo_a", {d.G * d.Ro, d.nH * d.D / d.G}));
+  DI_ASSIGN_OR_RETURN(a.wo_b, w.load_linear(A + "wo_b", {d.H, d.G * d.Ro}));
   DI_ASSIGN_OR_RETURN(a.sinks, w.load(A + "sinks", {d.nH}));
   if (a.type == io::AttentionType::kCompressedSparse || a.type == io::AttentionType::kHeavilyCompressed) {
     const bool csa = a.type == io::AttentionType::kCompressedSparse;
@@ -79,8 +111,8 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
     if (csa) {
       a.indexer = std::make_unique<IndexerWeights>();
       DI_RETURN_IF_ERROR(load_compressor(w, A + "indexer.compressor.", m, 2, d.cI, d.H, a.indexer->compressor));
-      DI_ASSIGN_OR_RETURN(a.indexer->wq_b, w.load(A + "indexer.wq_b", {d.nI * d.cI, d.Rq}));
-      DI_ASSIGN_OR_RETURN(a.indexer->weights_proj, w.load(A + "indexer.weights_proj", {d.nI, d.H}));
+      DI_ASSIGN_OR_RETURN(a.indexer->wq_b, w.load_linear(A + "indexer.wq_b", {d.nI * d.cI, d.Rq}));
+      DI_ASSIGN_OR_RETURN(a.indexer->weights_proj, w.load_linear(A + "indexer.weights_proj", {d.nI, d.H}));
     }
   } else if (a.type != io::AttentionType::kSliding) {
     return Unimplemented(std::string("deepseek_v4: layer ") + std::to_string(i) + " has attention type " +
@@ -90,43 +122,36 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
   MoeWeights& m = lw.moe;
   m.hash = c.mlp_layer_types[i] == io::MlpType::kHashMoe;
   const std::string F = L + "ffn.";
-  DI_ASSIGN_OR_RETURN(m.gate, w.load(F + "gate", {d.E, d.H}));
+  DI_ASSIGN_OR_RETURN(m.gate, w.load_linear(F + "gate", {d.E, d.H}));
   if (m.hash) {
     DI_ASSIGN_OR_RETURN(m.tid2eid, w.load_i32(F + "tid2eid", {d.V, d.k}));
   } else {
     DI_ASSIGN_OR_RETURN(m.bias, w.load_optional(F + "gate_bias", {d.E}));
   }
-  m.experts_gate_up = Tensor::empty(DType::kF32, {d.E, 2 * d.I, d.H});
-  m.experts_down = Tensor::empty(DType::kF32, {d.E, d.H, d.I});
+  m.experts.gate_up.resize(d.E);
+  m.experts.down.resize(d.E);
   for (int64_t e = 0; e < d.E; ++e) {
     const std::string X = F + "experts." + std::to_string(e) + ".";
-    DI_ASSIGN_OR_RETURN(Tensor w1, w.load(X + "w1", {d.I, d.H}));
-    DI_ASSIGN_OR_RETURN(Tensor w3, w.load(X + "w3", {d.I, d.H}));
-    DI_ASSIGN_OR_RETURN(Tensor w2, w.load(X + "w2", {d.H, d.I}));
-    float* gu = m.experts_gate_up.data<float>() + e * 2 * d.I * d.H;
-    std::memcpy(gu, w1.data<float>(), w1.nbytes());
-    std::memcpy(gu + d.I * d.H, w3.data<float>(), w3.nbytes());
-    std::memcpy(m.experts_down.data<float>() + e * d.H * d.I, w2.data<float>(), w2.nbytes());
+    DI_ASSIGN_OR_RETURN(m.experts.gate_up[e], load_fused(w, be, X + "w1", X + "w3", {d.I, d.H}));
+    DI_ASSIGN_OR_RETURN(m.experts.down[e], w.load_linear(X + "w2", {d.H, d.I}));
   }
-  DI_ASSIGN_OR_RETURN(Tensor s1, w.load(F + "shared.w1", {d.I, d.H}));
-  DI_ASSIGN_OR_RETURN(Tensor s3, w.load(F + "shared.w3", {d.I, d.H}));
-  DI_ASSIGN_OR_RETURN(m.shared_down, w.load(F + "shared.w2", {d.H, d.I}));
-  m.shared_gate_up = cat_rows(s1, s3);
+  DI_ASSIGN_OR_RETURN(m.shared_gate_up, load_fused(w, be, F + "shared.w1", F + "shared.w3", {d.I, d.H}));
+  DI_ASSIGN_OR_RETURN(m.shared_down, w.load_linear(F + "shared.w2", {d.H, d.I}));
   return OkStatus();
 }
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
-                                                WeightLoader& w) {
+                                                WeightLoader& w, backend::Backend& be) {
   auto out = std::make_unique<Weights>();
   DI_ASSIGN_OR_RETURN(out->embed, w.load("embed", {d.V, d.H}));
-  DI_ASSIGN_OR_RETURN(out->head, w.load("head", {d.V, d.H}));
+  DI_ASSIGN_OR_RETURN(out->head, w.load_linear("head", {d.V, d.H}));
   DI_ASSIGN_OR_RETURN(out->norm, w.load("norm", {d.H}));
   DI_RETURN_IF_ERROR(load_hc(w, "hc_head.", d.hc, d.hc * d.H, true, out->hc_head));
   out->layers.resize(d.L);
   for (int64_t i = 0; i < d.L; ++i) {
-    Status st = load_layer(c, d, w, i, out->layers[i]);
+    Status st = load_layer(c, d, w, be, i, out->layers[i]);
     if (!st.ok()) return st;
   }
   // Each rope kind rotates its own width (HF: int(head_dim · that kind's partial_rotary_factor),
@@ -143,12 +168,18 @@ Status place_weights(backend::Backend& be, Weights& w) {
     DI_RETURN_IF_ERROR(place(be, h.base));
     return place(be, h.scale);
   };
-  auto comp = [&](CompressorWeights& c) -> Status {
-    for (Tensor* t : {&c.wkv, &c.wgate, &c.ape, &c.norm}) DI_RETURN_IF_ERROR(place(be, *t));
-    return OkStatus();
+  auto lin = [&](Weight& x) -> Status {
+    DI_RETURN_IF_ERROR(place(be, x.w));
+    return place(be, x.scale);
   };
-  for (Tensor* t : {&w.embed, &w.norm, &w.head, &w.rope_main.inv_freq, &w.rope_compress.inv_freq})
+  auto comp = [&](CompressorWeights& c) -> Status {
+    for (Tensor* t : {&c.ape, &c.norm}) DI_RETURN_IF_ERROR(place(be, *t));
+    DI_RETURN_IF_ERROR(lin(c.wkv));
+    return lin(c.wgate);
+  };
+  for (Tensor* t : {&w.embed, &w.norm, &w.rope_main.inv_freq, &w.rope_compress.inv_freq})
     DI_RETURN_IF_ERROR(place(be, *t));
+  DI_RETURN_IF_ERROR(lin(w.head));
   DI_RETURN_IF_ERROR(hc(w.hc_head));
   for (LayerWeights& l : w.layers) {
     DI_RETURN_IF_ERROR(hc(l.attn_hc));
@@ -156,18 +187,20 @@ Status place_weights(backend::Backend& be, Weights& w) {
     DI_RETURN_IF_ERROR(place(be, l.attn_norm));
     DI_RETURN_IF_ERROR(place(be, l.ffn_norm));
     AttentionWeights& a = l.attn;
-    for (Tensor* t : {&a.wq_a, &a.q_norm, &a.wq_b, &a.wkv, &a.kv_norm, &a.wo_a, &a.wo_b, &a.sinks})
-      DI_RETURN_IF_ERROR(place(be, *t));
+    for (Tensor* t : {&a.q_norm, &a.kv_norm, &a.sinks}) DI_RETURN_IF_ERROR(place(be, *t));
+    for (Weight* x : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_a, &a.wo_b}) DI_RETURN_IF_ERROR(lin(*x));
     if (a.compressor) DI_RETURN_IF_ERROR(comp(*a.compressor));
     if (a.indexer) {
       DI_RETURN_IF_ERROR(comp(a.indexer->compressor));
-      DI_RETURN_IF_ERROR(place(be, a.indexer->wq_b));
-      DI_RETURN_IF_ERROR(place(be, a.indexer->weights_proj));
+      DI_RETURN_IF_ERROR(lin(a.indexer->wq_b));
+      DI_RETURN_IF_ERROR(lin(a.indexer->weights_proj));
     }
     MoeWeights& m = l.moe;  // tid2eid stays on the host: hash ids are looked up there
-    for (Tensor* t : {&m.gate, &m.bias, &m.experts_gate_up, &m.experts_down, &m.shared_gate_up,
-                      &m.shared_down})
-      DI_RETURN_IF_ERROR(place(be, *t));
+    DI_RETURN_IF_ERROR(place(be, m.bias));
+    for (Weight* x : {&m.gate, &m.shared_gate_up, &m.shared_down}) DI_RETURN_IF_ERROR(lin(*x));
+    for (Weight& x : m.experts.gate_up) DI_RETURN_IF_ERROR(lin(x));
+    for (Weight& x : m.experts.down) DI_RETURN_IF_ERROR(lin(x));
+    DI_RETURN_IF_ERROR(be.prepare_experts(m.experts));
   }
   return OkStatus();
 }

@@ -1,5 +1,7 @@
-// DeepSeek-V4 parameters as F32 backend tensors (names and shapes: deepseek-v4.md §8), plus the
-// derived dimensions every block uses. Loaded by load_weights() (weights.cpp).
+// DeepSeek-V4 parameters (names and shapes: deepseek-v4.md §8), plus the derived dimensions every
+// block uses. Linear layers are `Weight`s in the format the backend computes with (the stored
+// BF16/FP8/FP4 on the GPU, F32 on the CPU); norms, biases and the like are F32 tensors. Loaded by
+// load_weights() (weights.cpp).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 namespace deepinfer::model::v4 {
 
 using backend::Tensor;
+using backend::Weight;
 
 struct Dims {
   int64_t H, V, L, nH, D, r, Rq, G, Ro, W, nI, cI, topk, hc, sinkhorn_iters, E, k, I;
@@ -31,27 +34,27 @@ struct CompressorWeights {
   int64_t m = 0;        // compression rate
   int64_t coff = 1;     // 2 = overlapping (CSA), 1 = HCA
   int64_t d = 0;        // entry width (D, or cI for the indexer)
-  Tensor wkv;           // [coff·d, H]
-  Tensor wgate;         // [coff·d, H]
+  Weight wkv;           // [coff·d, H]
+  Weight wgate;         // [coff·d, H]
   Tensor ape;           // [m, coff·d] position bias
   Tensor norm;          // [d]
 };
 
 struct IndexerWeights {
   CompressorWeights compressor;  // d = cI, overlapping
-  Tensor wq_b;                   // [nI·cI, Rq]
-  Tensor weights_proj;           // [nI, H]
+  Weight wq_b;                   // [nI·cI, Rq]
+  Weight weights_proj;           // [nI, H]
 };
 
 struct AttentionWeights {
   io::AttentionType type = io::AttentionType::kSliding;
-  Tensor wq_a;    // [Rq, H]
+  Weight wq_a;    // [Rq, H]
   Tensor q_norm;  // [Rq]
-  Tensor wq_b;    // [nH·D, Rq]
-  Tensor wkv;     // [D, H]
+  Weight wq_b;    // [nH·D, Rq]
+  Weight wkv;     // [D, H]
   Tensor kv_norm; // [D]
-  Tensor wo_a;    // [G·Ro, nH·D/G]
-  Tensor wo_b;    // [H, G·Ro]
+  Weight wo_a;    // [G·Ro, nH·D/G]
+  Weight wo_b;    // [H, G·Ro]
   Tensor sinks;   // [nH]
   std::unique_ptr<CompressorWeights> compressor;  // CSA / HCA
   std::unique_ptr<IndexerWeights> indexer;        // CSA
@@ -59,13 +62,12 @@ struct AttentionWeights {
 
 struct MoeWeights {
   bool hash = false;
-  Tensor gate;            // [E, H]
+  Weight gate;            // [E, H]
   Tensor bias;            // [E] (moe layers)
   Tensor tid2eid;         // [V, k] I32 (hash layers)
-  Tensor experts_gate_up; // [E, 2I, H] rows 0..I-1 gate (w1), I..2I-1 up (w3)
-  Tensor experts_down;    // [E, H, I] (w2)
-  Tensor shared_gate_up;  // [2I, H]
-  Tensor shared_down;     // [H, I]
+  backend::ExpertSet experts;  // E × gate_up [2I, H] (w1 rows, then w3 rows), E × down [H, I] (w2)
+  Weight shared_gate_up;  // [2I, H]
+  Weight shared_down;     // [H, I]
 };
 
 struct LayerWeights {
@@ -81,13 +83,14 @@ struct Weights {
   std::vector<LayerWeights> layers;
   HcSiteWeights hc_head;
   Tensor norm;     // [H]
-  Tensor head;     // [V, H]
+  Weight head;     // [V, H]
   RopeTable rope_main, rope_compress;
 };
 
-// Loads every weight into host memory (dequantized to F32).
+// Loads every weight: linear layers through WeightLoader::load_linear (stored format in backend
+// memory when the backend computes with it), the rest as F32 on the host (see place_weights).
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
-                                                WeightLoader& loader);
+                                                WeightLoader& loader, backend::Backend& be);
 // Moves the weights into `be`'s memory (a no-op on host backends); tid2eid stays on the host.
 Status place_weights(backend::Backend& be, Weights& w);
 
