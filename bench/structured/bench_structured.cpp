@@ -3,6 +3,12 @@
 // instance order; instances the grammar does not accept in that order are skipped and counted),
 // tokenized, and driven token by token: fill_mask (timed) then accept_token, then EOS.
 //   bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]
+//                    [--ids-out FILE] [--profile FILE] [--generate N --gen-out FILE]
+// --profile writes one JSON line per mask (time and MaskStats) for finding slow states.
+// bench_structured --serve --tokenizer DIR: the deepinfer side of compare.py. Reads JSON lines
+// {"schema": {...}, "docs": [[ids], ...]} from stdin and answers each with one line
+// {"compile_us": x, "mask_us": [...], "mask_errors": n, "token_not_allowed": n} (or {"error": ..}),
+// so that the three engines can be interleaved schema by schema in one process tree.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -54,14 +60,75 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
+// Drives one document (ids + EOS): fill_mask (timed) then accept_token. Returns false on a
+// mask error or a token the mask did not allow.
+bool drive(const std::shared_ptr<CompiledGrammar>& g, const std::shared_ptr<const TokenVocabulary>& vocab,
+           const std::vector<int32_t>& ids, std::vector<uint32_t>& mask, std::vector<double>& mask_us,
+           int* mask_errors, int* not_accepted, std::ostream* profile = nullptr,
+           const std::string& label = "") {
+  GrammarMatcher m(g, vocab);
+  std::vector<int32_t> seq = ids;
+  seq.push_back(vocab->eos_ids()[0]);
+  int step = 0;
+  for (int32_t id : seq) {
+    auto t1 = Clock::now();
+    Status st = m.fill_mask(mask.data(), mask.size());
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
+    mask_us.push_back(us);
+    if (profile) {
+      const MaskStats& ms = m.last_mask_stats();
+      *profile << OJson{{"doc", label}, {"step", step}, {"us", us}, {"hit", ms.cache_hit},
+                        {"frontier", ms.frontier}, {"plain", ms.plain_depth}, {"exits", ms.exits},
+                        {"exit_walks", ms.exit_walks}, {"reuses", ms.exit_reuses}, {"nodes", ms.trie_nodes},
+                        {"items", ms.parser_items}}.dump() << "\n";
+    }
+    ++step;
+    if (!st.ok()) { ++*mask_errors; return false; }
+    if (!((mask[id >> 5] >> (id & 31)) & 1) || !m.accept_token(id)) { ++*not_accepted; return false; }
+  }
+  return true;
+}
+
+int serve(const std::shared_ptr<const TokenVocabulary>& vocab) {
+  std::vector<uint32_t> mask(vocab->bitmask_words());
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    OJson req = OJson::parse(line);
+    auto t0 = Clock::now();
+    auto g = compile_json_schema(req["schema"].dump());
+    if (!g.ok()) {
+      std::cout << OJson{{"error", g.status().to_string()}}.dump() << std::endl;
+      continue;
+    }
+    GrammarMatcher first(g->grammar, vocab);
+    Status st0 = first.fill_mask(mask.data(), mask.size());
+    double cus = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    std::vector<double> mask_us;
+    int mask_errors = 0, not_accepted = 0;
+    for (const auto& d : req["docs"]) {
+      drive(g->grammar, vocab, d.get<std::vector<int32_t>>(), mask, mask_us, &mask_errors, &not_accepted);
+    }
+    std::cout << OJson{{"compile_us", cus}, {"mask_us", mask_us}, {"mask_errors", mask_errors},
+                       {"token_not_allowed", not_accepted}}.dump() << std::endl;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, tok_dir, json_out, ids_out, gen_out;
+  std::string dir, tok_dir, json_out, ids_out, gen_out, profile_out;
   int every = 1, gen_per_schema = 0;
+  bool serve_mode = false;
   uint32_t seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--serve") serve_mode = true;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--serve") { --i; continue; }
+    if (a == "--profile") profile_out = argv[i + 1];
     if (a == "--maskbench") dir = argv[i + 1];
     else if (a == "--tokenizer") tok_dir = argv[i + 1];
     else if (a == "--every") every = std::stoi(argv[i + 1]);
@@ -70,6 +137,11 @@ int main(int argc, char** argv) {
     else if (a == "--generate") gen_per_schema = std::stoi(argv[i + 1]);  // random documents per schema
     else if (a == "--gen-out") gen_out = argv[i + 1];
     else if (a == "--seed") seed = static_cast<uint32_t>(std::stoul(argv[i + 1]));  // JSONL {file, schema, ids} for baselines
+  }
+  if (serve_mode && !tok_dir.empty()) {
+    auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
+    if (!tok.ok()) { std::cerr << tok.status().to_string() << "\n"; return 1; }
+    return serve(vocab_from_tokenizer(**tok).value());
   }
   if (dir.empty() || tok_dir.empty()) {
     std::cerr << "usage: bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]\n";
@@ -91,8 +163,9 @@ int main(int argc, char** argv) {
   if (!gen_out.empty()) gen_file.open(gen_out);
   std::mt19937 rng(seed);
   int generated = 0, truncated = 0;
-  std::ofstream ids_file;
+  std::ofstream ids_file, profile_file;
   if (!ids_out.empty()) ids_file.open(ids_out);
+  if (!profile_out.empty()) profile_file.open(profile_out);
   for (size_t fi = 0; fi < files.size(); fi += every) {
     std::ifstream f(files[fi]);
     OJson doc = OJson::parse(f);
@@ -117,16 +190,9 @@ int main(int argc, char** argv) {
       if (ids_file) {
         ids_file << OJson{{"file", files[fi].filename().string()}, {"schema", doc["schema"]}, {"ids", *ids}}.dump() << "\n";
       }
-      GrammarMatcher m(g->grammar, vocab);
-      std::vector<int32_t> seq = *ids;
-      seq.push_back(vocab->eos_ids()[0]);
-      for (int32_t id : seq) {
-        auto t1 = Clock::now();
-        Status st = m.fill_mask(mask.data(), mask.size());
-        mask_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
-        if (!st.ok()) { ++mask_errors; break; }
-        if (!((mask[id >> 5] >> (id & 31)) & 1) || !m.accept_token(id)) { ++not_accepted; break; }
-      }
+      drive(g->grammar, vocab, *ids, mask, mask_us, &mask_errors, &not_accepted,
+            profile_file.is_open() ? &profile_file : nullptr,
+            files[fi].filename().string() + "#" + std::to_string(instances));
     }
     // Random constrained generations: uniform over the allowed tokens (EOS taken with
     // probability 1/2 when allowed), at most 400 tokens; the bytes are checked by an

@@ -1,6 +1,8 @@
 #include "structured/automaton.h"
 
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 namespace deepinfer::structured {
@@ -225,6 +227,61 @@ void closure(const Nfa& nfa, std::vector<uint32_t>* set, bool allow_begin, bool 
 
 }  // namespace
 
+Dfa::Dfa(std::shared_ptr<const Tables> t)
+    : t_(std::move(t)), trans_(t_->trans.data()), class_of_(t_->class_of),
+      accepting_(t_->accepting.data()), num_classes_(t_->num_classes), start_(t_->start) {}
+
+Dfa::Dfa() : Dfa([] {
+  // The empty language: only the dead state.
+  static const std::shared_ptr<const Tables> empty = [] {
+    auto t = std::make_shared<Tables>();
+    t->trans.assign(1, 0);
+    t->accepting.assign(1, 0);
+    t->has_successor.assign(1, 0);
+    return intern(std::move(t));
+  }();
+  return empty;
+}()) {}
+
+std::shared_ptr<const Dfa::Tables> Dfa::intern(std::shared_ptr<Tables> t) {
+  // Exact deduplication: bucket by a hash, then compare the tables.
+  uint64_t h = 1469598103934665603ull ^ t->start ^ (static_cast<uint64_t>(t->num_classes) << 32);
+  auto mix = [&h](uint64_t x) { h = (h ^ x) * 0x9E3779B97F4A7C15ull; h ^= h >> 31; };
+  for (int i = 0; i < 256; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, t->class_of + i, 8);
+    mix(x);
+  }
+  for (uint32_t x : t->trans) mix(x);
+  for (uint8_t x : t->accepting) mix(x);
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, std::vector<std::weak_ptr<const Tables>>> registry;
+  static uint64_t next_id = 1;
+  static size_t inserts = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& bucket = registry[h];
+  for (size_t i = 0; i < bucket.size();) {
+    std::shared_ptr<const Tables> o = bucket[i].lock();
+    if (!o) { bucket[i] = bucket.back(); bucket.pop_back(); continue; }
+    if (o->start == t->start && o->num_classes == t->num_classes &&
+        std::memcmp(o->class_of, t->class_of, 256) == 0 && o->trans == t->trans &&
+        o->accepting == t->accepting) {
+      return o;
+    }
+    ++i;
+  }
+  t->id = next_id++;
+  bucket.push_back(t);
+  if (++inserts % 4096 == 0) {  // drop buckets whose automata are all gone
+    for (auto it = registry.begin(); it != registry.end();) {
+      auto& b = it->second;
+      b.erase(std::remove_if(b.begin(), b.end(), [](const auto& w) { return w.expired(); }), b.end());
+      it = b.empty() ? registry.erase(it) : std::next(it);
+    }
+  }
+  return t;
+}
+
 StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   std::vector<Nfa> nfas;
   for (const auto& c : spec.components) {
@@ -232,7 +289,8 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
     if (!n.ok()) return Status(n.status().code(), "terminal " + spec.name + ": " + n.status().message());
     nfas.push_back(std::move(*n));
   }
-  Dfa dfa;
+  auto tables = std::make_shared<Tables>();
+  Tables& dfa = *tables;
   // Byte equivalence classes from all edge boundaries.
   std::vector<uint8_t> boundary(257, 0);
   for (const auto& n : nfas) {
@@ -244,10 +302,10 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   uint32_t cls = 0;
   for (int b = 0; b < 256; ++b) {
     if (b > 0 && boundary[b]) ++cls;
-    dfa.class_of_[b] = static_cast<uint8_t>(cls);
+    dfa.class_of[b] = static_cast<uint8_t>(cls);
     if (representative.size() <= cls) representative.push_back(static_cast<uint8_t>(b));
   }
-  dfa.num_classes_ = cls + 1;
+  dfa.num_classes = cls + 1;
 
   std::vector<std::vector<uint8_t>> marks;
   for (const auto& n : nfas) marks.emplace_back(n.edges.size(), 0);
@@ -282,7 +340,7 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   };
   // State 0: dead.
   keys.push_back(Key{});
-  dfa.accepting_.push_back(0);
+  dfa.accepting.push_back(0);
   auto intern = [&](Key k) -> StatusOr<uint32_t> {
     if (is_dead(k)) return 0u;
     std::string ks = key_string(k);
@@ -294,7 +352,7 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
     }
     uint32_t id = static_cast<uint32_t>(keys.size());
     index.emplace(std::move(ks), id);
-    dfa.accepting_.push_back(accepts(k) ? 1 : 0);
+    dfa.accepting.push_back(accepts(k) ? 1 : 0);
     keys.push_back(std::move(k));
     return id;
   };
@@ -310,11 +368,11 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
     start.push_back(static_cast<uint32_t>(set.size()));
     start.insert(start.end(), set.begin(), set.end());
   }
-  DI_ASSIGN_OR_RETURN(dfa.start_, intern(std::move(start)));
-  dfa.trans_.assign(dfa.num_classes_, 0);  // dead row
+  DI_ASSIGN_OR_RETURN(dfa.start, intern(std::move(start)));
+  dfa.trans.assign(dfa.num_classes, 0);  // dead row
   for (uint32_t s = 1; s < keys.size(); ++s) {
-    dfa.trans_.resize(static_cast<size_t>(s + 1) * dfa.num_classes_, 0);
-    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
+    dfa.trans.resize(static_cast<size_t>(s + 1) * dfa.num_classes, 0);
+    for (uint32_t c = 0; c < dfa.num_classes; ++c) {
       uint8_t byte = representative[c];
       const Key& k = keys[s];
       uint32_t new_flag = k[0] == 2 ? 1 : 0;
@@ -338,35 +396,35 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
         p += 1 + n;
       }
       DI_ASSIGN_OR_RETURN(uint32_t t, intern(std::move(next)));
-      dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c] = t;
+      dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c] = t;
     }
   }
   // Liveness: states that can reach an accepting state.
   uint32_t ns = static_cast<uint32_t>(keys.size());
   std::vector<std::vector<uint32_t>> rev(ns);
   for (uint32_t s = 1; s < ns; ++s) {
-    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
-      uint32_t t = dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c];
+    for (uint32_t c = 0; c < dfa.num_classes; ++c) {
+      uint32_t t = dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c];
       if (t) rev[t].push_back(s);
     }
   }
   std::vector<uint8_t> live(ns, 0);
   std::vector<uint32_t> stack;
-  for (uint32_t s = 1; s < ns; ++s) if (dfa.accepting_[s]) { live[s] = 1; stack.push_back(s); }
+  for (uint32_t s = 1; s < ns; ++s) if (dfa.accepting[s]) { live[s] = 1; stack.push_back(s); }
   while (!stack.empty()) {
     uint32_t s = stack.back();
     stack.pop_back();
     for (uint32_t p : rev[s]) if (!live[p]) { live[p] = 1; stack.push_back(p); }
   }
-  for (auto& t : dfa.trans_) if (!live[t]) t = 0;
-  if (!live[dfa.start_]) dfa.start_ = 0;
-  dfa.has_successor_.assign(ns, 0);
+  for (auto& t : dfa.trans) if (!live[t]) t = 0;
+  if (!live[dfa.start]) dfa.start = 0;
+  dfa.has_successor.assign(ns, 0);
   for (uint32_t s = 1; s < ns; ++s) {
-    for (uint32_t c = 0; c < dfa.num_classes_; ++c) {
-      if (dfa.trans_[static_cast<size_t>(s) * dfa.num_classes_ + c]) { dfa.has_successor_[s] = 1; break; }
+    for (uint32_t c = 0; c < dfa.num_classes; ++c) {
+      if (dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c]) { dfa.has_successor[s] = 1; break; }
     }
   }
-  return dfa;
+  return Dfa(Dfa::intern(std::move(tables)));
 }
 
 }  // namespace deepinfer::structured

@@ -34,27 +34,46 @@ struct TerminalSpec {
 class Dfa {
  public:
   static constexpr uint32_t kDead = 0;
+  Dfa();
   uint32_t start() const { return start_; }
   uint32_t next(uint32_t state, uint8_t byte) const {
     return trans_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
   }
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
   // Whether some byte leads from `state` to a live state.
-  bool has_successor(uint32_t state) const { return has_successor_[state] != 0; }
-  uint32_t num_states() const { return static_cast<uint32_t>(accepting_.size()); }
+  bool has_successor(uint32_t state) const { return t_->has_successor[state] != 0; }
+  uint32_t num_states() const { return static_cast<uint32_t>(t_->accepting.size()); }
+  uint32_t num_classes() const { return num_classes_; }
+  uint8_t byte_class(uint8_t byte) const { return class_of_[byte]; }
   bool empty_language() const { return start_ == kDead; }
-  size_t memory_bytes() const { return trans_.size() * 4 + accepting_.size(); }
+  size_t memory_bytes() const { return t_->trans.size() * 4 + t_->accepting.size() * 2; }
+  // Automata with equal tables (classes, transitions, accepting states, start) share one table
+  // and one id for the life of the process, in every grammar; masks are cached by this id
+  // (mask_cache.h), so grammars share the work on their common lexemes. Ids are never reused.
+  uint64_t content_id() const { return t_->id; }
 
   // Builds the DFA; errors when it would exceed `max_states`.
   static StatusOr<Dfa> build(const TerminalSpec& spec, uint32_t max_states);
 
  private:
-  uint32_t start_ = 0;
-  uint32_t num_classes_ = 1;
-  uint8_t class_of_[256] = {};
-  std::vector<uint32_t> trans_;
-  std::vector<uint8_t> accepting_;
-  std::vector<uint8_t> has_successor_;
+  struct Tables {
+    uint64_t id = 0;
+    uint32_t start = 0;
+    uint32_t num_classes = 1;
+    uint8_t class_of[256] = {};
+    std::vector<uint32_t> trans;  // [state][class]
+    std::vector<uint8_t> accepting, has_successor;
+  };
+  explicit Dfa(std::shared_ptr<const Tables> t);
+  static std::shared_ptr<const Tables> intern(std::shared_ptr<Tables> t);
+
+  std::shared_ptr<const Tables> t_;
+  // Copies of t_'s fields for the hot path.
+  const uint32_t* trans_;
+  const uint8_t* class_of_;
+  const uint8_t* accepting_;
+  uint32_t num_classes_;
+  uint32_t start_;
 };
 
 }  // namespace deepinfer::structured

@@ -1,6 +1,5 @@
 #include "structured/grammar.h"
 
-#include "structured/mask_cache.h"
 
 namespace deepinfer::structured {
 
@@ -189,13 +188,5 @@ size_t CompiledGrammar::dfa_memory_bytes() const {
   return n;
 }
 
-CompiledGrammar::CacheSlot& CompiledGrammar::cache_slot(const void* vocab_key) const {
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  auto& slot = caches_[vocab_key];
-  if (!slot) slot = std::make_unique<CacheSlot>();
-  return *slot;
-}
-
-CompiledGrammar::~CompiledGrammar() = default;
 
 }  // namespace deepinfer::structured

@@ -74,11 +74,6 @@ class CompiledGrammar {
   int num_terminals() const { return static_cast<int>(dfas_.size()); }
   size_t dfa_memory_bytes() const;
 
-  // Per-vocabulary mask cache (see mask_cache.h); opaque here.
-  struct CacheSlot;
-  CacheSlot& cache_slot(const void* vocab_key) const;
-
-  ~CompiledGrammar();
 
  private:
   std::vector<int> prod_lhs_;
@@ -89,8 +84,6 @@ class CompiledGrammar {
   std::vector<Dfa> dfas_;
   std::vector<std::string> terminal_names_;
   uint32_t start_prod_ = 0;
-  mutable std::mutex cache_mu_;
-  mutable std::map<const void*, std::unique_ptr<CacheSlot>> caches_;
 };
 
 }  // namespace deepinfer::structured

@@ -1,5 +1,6 @@
-// Per-(grammar, vocabulary) cache of "context-independent" masks. The key is the frontier of an
-// Earley set: the distinct (terminal, DFA state) pairs its scan items wait in. Walking the token
+// Per-vocabulary cache of "context-independent" masks, shared by every grammar on the vocabulary.
+// The key is the frontier of an Earley set: the distinct (lexeme automaton, DFA state) pairs its
+// scan items wait in, automata named by Dfa::content_id (equal tables, equal id). Walking the token
 // trie from a frontier only steps DFAs until some lexeme can end; those trie nodes ("exits")
 // need the parser (the continuation depends on the items' origins), everything else depends on
 // the frontier alone. So a cached entry holds the bits of tokens decided by the DFAs alone plus
@@ -8,18 +9,22 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
-#include "structured/grammar.h"
+#include "structured/token_vocabulary.h"
 
 namespace deepinfer::structured {
 
 struct CachedMask {
   std::vector<uint32_t> bits;  // [bitmask_words]
+  // Exits with tokens below them (an exit that is a leaf needs no parser walk). Equal state
+  // vectors share one offset, so the offset identifies the parser set pushed at the exit.
   struct Exit {
     uint32_t node;
     uint32_t states_offset;  // into exit_states: one DFA state per frontier entry
@@ -29,10 +34,14 @@ struct CachedMask {
   size_t bytes() const { return bits.size() * 4 + exits.size() * 8 + exit_states.size() * 4 + 64; }
 };
 
-struct CompiledGrammar::CacheSlot {
+struct TokenVocabulary::MaskCache {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const CachedMask>> entries;
   size_t bytes = 0;
+  // plain_depth (plain_depth.h) per (Dfa::content_id, DFA state), for the two stop rules.
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> plain_alive, plain_quiet;
+  // plain_dies_by per (Dfa::content_id, DFA state, k).
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, bool> plain_dies;
 };
 
 }  // namespace deepinfer::structured

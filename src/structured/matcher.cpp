@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+
+#include "structured/plain_depth.h"
 
 namespace deepinfer::structured {
 namespace {
@@ -64,52 +67,119 @@ void GrammarMatcher::rollback(int n) {
 }
 
 Status GrammarMatcher::walk(uint32_t begin, uint32_t end, uint32_t base_depth, CachedMask* record,
-                            uint32_t* bits) {
+                            uint32_t skip_plain_len, uint32_t* bits, const Collect* collect,
+                            uint32_t level, uint32_t push) {
+  while (levels_.size() <= level) levels_.push_back(std::make_unique<WalkLevel>());
+  WalkLevel& lv = *levels_[level];
   // The lexemes walked: the recorded frontier, or the scan items of the parser's top set.
-  std::vector<const Dfa*> dfas;
-  std::vector<uint32_t> st;
+  lv.dfas.clear();
+  lv.states.clear();
   if (record) {
-    for (const auto& f : frontier_) { dfas.push_back(&grammar_->dfa(f.first)); st.push_back(f.second); }
+    for (const auto& f : frontier_) { lv.dfas.push_back(&grammar_->dfa(f.terminal)); lv.states.push_back(f.state); }
   } else {
-    for (uint32_t idx : parser_.scan_items()) {
-      dfas.push_back(&grammar_->dfa(parser_.item_terminal(idx)));
-      st.push_back(parser_.item(idx).dfa);
+    // Distinct (terminal, state) pairs of the top set's scan items; `expand` maps items to them.
+    const std::vector<uint32_t>& scans = parser_.scan_items();
+    lv.sorted.clear();
+    for (uint32_t k = 0; k < scans.size(); ++k) {
+      lv.sorted.push_back({static_cast<uint64_t>(parser_.item_terminal(scans[k])) << 32 |
+                               parser_.item(scans[k]).dfa, k});
     }
+    std::sort(lv.sorted.begin(), lv.sorted.end());
+    lv.expand.resize(scans.size());
+    for (size_t k = 0; k < lv.sorted.size(); ++k) {
+      if (k == 0 || lv.sorted[k].first != lv.sorted[k - 1].first) {
+        lv.dfas.push_back(&grammar_->dfa(static_cast<int>(lv.sorted[k].first >> 32)));
+        lv.states.push_back(static_cast<uint32_t>(lv.sorted[k].first));
+      }
+      lv.expand[lv.sorted[k].second] = static_cast<uint32_t>(lv.dfas.size() - 1);
+    }
+    lv.scan_states.resize(scans.size());
   }
-  const size_t m = dfas.size();
+  const size_t m = lv.dfas.size();
   if (m == 0) return OkStatus();
   const auto& trie = vocab_->trie();
-  const auto& toks = vocab_->trie_tokens();
+  const int32_t* toks = vocab_->trie_tokens().data();
+  // Per depth, the lexemes still alive: lexeme index and DFA state (sparse: below the first
+  // bytes of a token usually one or two of many lexemes are left).
+  const size_t depths = static_cast<size_t>(vocab_->max_token_len()) + 2;
+  lv.idx.resize(depths * m);
+  lv.sts.resize(depths * m);
+  lv.cnt.resize(depths);
+  lv.full.resize(m);
+  uint32_t* idx = lv.idx.data();
+  uint32_t* sts = lv.sts.data();
+  uint32_t* cnt = lv.cnt.data();
+  {
+    uint32_t c = 0;
+    for (size_t j = 0; j < m; ++j) {
+      if (lv.states[j]) { idx[c] = static_cast<uint32_t>(j); sts[c] = lv.states[j]; ++c; }
+    }
+    cnt[0] = c;
+  }
+  const Dfa* const* dfas = lv.dfas.data();
+  const uint64_t limit = options_.max_work_per_mask;
+  uint64_t parser_work = parser_.work();
+  uint64_t work = work_;
+  auto set_tokens = [&](const TrieNode& n) {
+    for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) bits[toks[t] >> 5] |= 1u << (toks[t] & 31);
+    if (collect) {
+      for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) collect->out->push_back(t - collect->base);
+    }
+  };
+  // The full state vector (0 = dead) at depth rel, for exits.
+  auto full_states = [&](size_t rel) {
+    uint32_t* f = lv.full.data();
+    std::fill(f, f + m, 0u);
+    for (uint32_t k = 0; k < cnt[rel]; ++k) f[idx[rel * m + k]] = sts[rel * m + k];
+    return f;
+  };
   uint32_t i = begin;
   while (i < end) {
     const TrieNode& n = trie[i];
+    if (n.plain_len <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
     size_t rel = n.depth - base_depth;
-    if (st.size() < (rel + 1) * m) st.resize((rel + 1) * m);
-    const uint32_t* prev = &st[(rel - 1) * m];
-    uint32_t* cur = &st[rel * m];
-    bool alive = false, accept = false;
-    for (size_t j = 0; j < m; ++j) {
-      uint32_t s = prev[j] ? dfas[j]->next(prev[j], n.byte) : 0;
-      cur[j] = s;
-      if (s) { alive = true; accept |= dfas[j]->accepting(s); }
+    const uint32_t* pidx = idx + (rel - 1) * m;
+    const uint32_t* pst = sts + (rel - 1) * m;
+    const uint32_t pc = cnt[rel - 1];
+    uint32_t* cidx = idx + rel * m;
+    uint32_t* cst = sts + rel * m;
+    uint32_t c = 0;
+    bool accept = false;
+    for (uint32_t k = 0; k < pc; ++k) {
+      const Dfa* d = dfas[pidx[k]];
+      uint32_t s = d->next(pst[k], n.byte);
+      if (s) {
+        cidx[c] = pidx[k];
+        cst[c] = s;
+        ++c;
+        accept |= d->accepting(s);
+      }
     }
-    if (++work_ + parser_.work() > options_.max_work_per_mask) {
+    cnt[rel] = c;
+    const bool alive = c != 0;
+    if (++work + parser_work > limit) {
+      work_ = work;
       return ResourceExhausted("structured output: mask computation exceeded its work limit of " +
                                std::to_string(options_.max_work_per_mask) +
                                " steps for this request");
     }
     if (!alive) { i = n.subtree_end; continue; }
-    for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) bits[toks[t] >> 5] |= 1u << (toks[t] & 31);
+    set_tokens(n);
     if (accept) {
-      if (record) {
-        record->exits.push_back({i, static_cast<uint32_t>(record->exit_states.size())});
-        record->exit_states.insert(record->exit_states.end(), cur, cur + m);
-      } else if (n.subtree_end > i + 1) {
-        std::vector<uint32_t> states(cur, cur + m);
-        if (parser_.push_scanned(states.data())) {
-          Status s = walk(i + 1, n.subtree_end, n.depth, nullptr, bits);
-          parser_.pop_sets(1);
-          DI_RETURN_IF_ERROR(s);
+      if (n.subtree_end > i + 1) {
+        const uint32_t* cur = full_states(rel);
+        if (record) {
+          exit_key_.assign(reinterpret_cast<const char*>(cur), m * sizeof(uint32_t));
+          auto ins = exit_dedup_.emplace(exit_key_, static_cast<uint32_t>(record->exit_states.size()));
+          if (ins.second) record->exit_states.insert(record->exit_states.end(), cur, cur + m);
+          record->exits.push_back({i, ins.first->second});
+        } else {
+          work_ = work;
+          uint32_t child = push_id(push, cur, m);
+          for (size_t k = 0; k < lv.expand.size(); ++k) lv.scan_states[k] = cur[lv.expand[k]];
+          DI_RETURN_IF_ERROR(walk_below_exit(i, child, lv.scan_states.data(), bits, collect, level, false));
+          work = work_;
+          parser_work = parser_.work();
         }
       }
       i = n.subtree_end;
@@ -117,21 +187,90 @@ Status GrammarMatcher::walk(uint32_t begin, uint32_t end, uint32_t base_depth, C
     }
     ++i;
   }
+  work_ = work;
   return OkStatus();
 }
 
+uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, bool* no_longer) {
+  *no_longer = false;
+  // Plain tokens of at most d bytes are all allowed, with no exit, when every lexeme stays
+  // quiet (never accepts) for d bytes of plain text and one stays alive and quiet for d bytes.
+  const uint32_t cap = vocab_->max_plain_len();
+  auto depth = [&](std::map<std::pair<uint64_t, uint32_t>, uint32_t>& memo, const FrontierEntry& f,
+                   bool stop_at_dead) {
+    std::pair<uint64_t, uint32_t> key(f.content, f.state);
+    {
+      std::lock_guard<std::mutex> lock(slot.mu);
+      auto it = memo.find(key);
+      if (it != memo.end()) return it->second;
+    }
+    uint32_t d = plain_depth(grammar_->dfa(f.terminal), f.state, stop_at_dead, cap);
+    std::lock_guard<std::mutex> lock(slot.mu);
+    memo.emplace(key, d);
+    return d;
+  };
+  uint32_t alive = 0;
+  for (const auto& f : frontier_) alive = std::max(alive, depth(slot.plain_alive, f, true));
+  uint32_t d = alive;
+  for (const auto& f : frontier_) {
+    if (d == 0) break;
+    d = std::min(d, depth(slot.plain_quiet, f, false));
+  }
+  // Plain tokens longer than d: none is allowed (and none reaches an exit) when every lexeme
+  // dies on every plain text of d + 1 bytes. Checked for small frontiers (bounded work).
+  if (d < cap && frontier_.size() <= 8) {
+    bool all = true;
+    for (const auto& f : frontier_) {
+      std::tuple<uint64_t, uint32_t, uint32_t> key(f.content, f.state, d + 1);
+      bool dies;
+      {
+        std::lock_guard<std::mutex> lock(slot.mu);
+        auto it = slot.plain_dies.find(key);
+        if (it != slot.plain_dies.end()) { all &= it->second; if (!all) break; continue; }
+      }
+      dies = plain_dies_by(grammar_->dfa(f.terminal), f.state, d + 1);
+      {
+        std::lock_guard<std::mutex> lock(slot.mu);
+        slot.plain_dies.emplace(key, dies);
+      }
+      all &= dies;
+      if (!all) break;
+    }
+    *no_longer = all;
+  }
+  return d;
+}
+
 std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) {
-  std::string key(reinterpret_cast<const char*>(frontier_.data()),
-                  frontier_.size() * sizeof(frontier_[0]));
-  auto& slot = grammar_->cache_slot(vocab_.get());
+  frontier_key_.clear();
+  for (const auto& f : frontier_) {
+    frontier_key_.append(reinterpret_cast<const char*>(&f.content), sizeof(f.content));
+    frontier_key_.append(reinterpret_cast<const char*>(&f.state), sizeof(f.state));
+  }
+  auto& slot = vocab_->mask_cache();
   {
     std::lock_guard<std::mutex> lock(slot.mu);
-    auto it = slot.entries.find(key);
-    if (it != slot.entries.end()) return it->second;
+    auto it = slot.entries.find(frontier_key_);
+    if (it != slot.entries.end()) {
+      stats_.cache_hit = true;
+      return it->second;
+    }
   }
   auto entry = std::make_shared<CachedMask>();
-  entry->bits.assign(vocab_->bitmask_words(), 0);
-  *status = walk(1, static_cast<uint32_t>(vocab_->trie().size()), 0, entry.get(), entry->bits.data());
+  bool no_longer = false;
+  uint32_t d = frontier_plain_depth(slot, &no_longer);
+  stats_.plain_depth = d;
+  if (d > 0) {
+    const uint32_t* plain = vocab_->plain_mask(d);
+    entry->bits.assign(plain, plain + vocab_->bitmask_words());
+  } else {
+    entry->bits.assign(vocab_->bitmask_words(), 0);
+  }
+  exit_dedup_.clear();
+  // Skip plain subtrees whose tokens plain_mask(d) covers, or all of them (see no_longer).
+  uint32_t skip = no_longer ? TrieNode::kNotPlain - 1u : d;
+  *status = walk(1, static_cast<uint32_t>(vocab_->trie().size()), 0, entry.get(), skip,
+                 entry->bits.data(), nullptr, 0, 0);
   if (!status->ok()) return nullptr;
   std::lock_guard<std::mutex> lock(slot.mu);
   if (slot.bytes + entry->bytes() > options_.max_cache_bytes) {
@@ -139,8 +278,94 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
     slot.bytes = 0;
   }
   slot.bytes += entry->bytes();
-  slot.entries.emplace(std::move(key), entry);
+  slot.entries.emplace(frontier_key_, entry);
   return entry;
+}
+
+uint32_t GrammarMatcher::push_id(uint32_t parent, const uint32_t* states, size_t n) {
+  exit_key_.assign(reinterpret_cast<const char*>(&parent), sizeof(parent));
+  exit_key_.append(reinterpret_cast<const char*>(states), n * sizeof(uint32_t));
+  return push_ids_.emplace(exit_key_, static_cast<uint32_t>(push_ids_.size() + 1)).first->second;
+}
+
+Status GrammarMatcher::walk_below_exit(uint32_t node, uint32_t child_id, const uint32_t* scan_states,
+                                       uint32_t* bits, const Collect* collect, uint32_t level,
+                                       bool pushed) {
+  const TrieNode& n = vocab_->trie()[node];
+  const int32_t* toks = vocab_->trie_tokens().data();
+  uint64_t key = (static_cast<uint64_t>(child_id) << 32) | vocab_->forest_id(node);
+  auto it = exit_memo_.find(key);
+  if (it != exit_memo_.end()) {
+    ++stats_.exit_reuses;
+    for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+      int32_t t = toks[n.tok_end + memo_tokens_[k]];
+      bits[t >> 5] |= 1u << (t & 31);
+    }
+    if (collect) {
+      for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+        collect->out->push_back(n.tok_end + memo_tokens_[k] - collect->base);
+      }
+    }
+    return OkStatus();
+  }
+  ++stats_.exit_walks;
+  while (levels_.size() <= level + 1) levels_.push_back(std::make_unique<WalkLevel>());
+  std::vector<uint32_t>& local = levels_[level + 1]->collected;
+  local.clear();
+  if (pushed || parser_.push_scanned(scan_states)) {
+    Collect c{&local, n.tok_end};
+    Status s = walk(node + 1, n.subtree_end, n.depth, nullptr, 0, bits, &c, level + 1, child_id);
+    if (!pushed) parser_.pop_sets(1);
+    DI_RETURN_IF_ERROR(s);
+  }
+  uint32_t first = static_cast<uint32_t>(memo_tokens_.size());
+  memo_tokens_.insert(memo_tokens_.end(), local.begin(), local.end());
+  exit_memo_.emplace(key, std::make_pair(first, static_cast<uint32_t>(memo_tokens_.size())));
+  if (collect) {
+    for (uint32_t r : local) collect->out->push_back(n.tok_end + r - collect->base);
+  }
+  return OkStatus();
+}
+
+Status GrammarMatcher::walk_exits(const CachedMask& cached, const std::vector<uint32_t>& scans,
+                                  uint32_t* bits) {
+  // Exits grouped by their state vector: one push serves every exit of a group that is not
+  // memoized already.
+  exit_memo_.clear();
+  memo_tokens_.clear();
+  push_ids_.clear();
+  exit_scan_states_.resize(scans.size());
+  stats_.exits = static_cast<uint32_t>(cached.exits.size());
+  exit_order_.resize(cached.exits.size());
+  for (uint32_t k = 0; k < exit_order_.size(); ++k) exit_order_[k] = k;
+  std::stable_sort(exit_order_.begin(), exit_order_.end(), [&](uint32_t a, uint32_t b) {
+    return cached.exits[a].states_offset < cached.exits[b].states_offset;
+  });
+  const uint32_t kTop = 0xFFFFFFFFu;
+  bool pushed = false, tried = false;  // the set for `tried_offset` is on the parser (or empty)
+  uint32_t tried_offset = 0;
+  Status status;
+  for (uint32_t k : exit_order_) {
+    const auto& ex = cached.exits[k];
+    uint32_t child = push_id(kTop, &ex.states_offset, 1);
+    bool memoized = exit_memo_.count((static_cast<uint64_t>(child) << 32) | vocab_->forest_id(ex.node)) != 0;
+    if (!memoized) {
+      if (!tried || tried_offset != ex.states_offset) {
+        if (pushed) parser_.pop_sets(1);
+        for (size_t i = 0; i < scans.size(); ++i) {
+          exit_scan_states_[i] = cached.exit_states[ex.states_offset + scan_to_frontier_[i]];
+        }
+        pushed = parser_.push_scanned(exit_scan_states_.data());
+        tried = true;
+        tried_offset = ex.states_offset;
+      }
+      if (!pushed) continue;  // the parser dies at this exit: nothing below it is allowed
+    }
+    status = walk_below_exit(ex.node, child, nullptr, bits, nullptr, 0, !memoized);
+    if (!status.ok()) break;
+  }
+  if (pushed) parser_.pop_sets(1);
+  return status;
 }
 
 Status GrammarMatcher::fill_mask(uint32_t* bitmask, size_t num_words) {
@@ -149,44 +374,49 @@ Status GrammarMatcher::fill_mask(uint32_t* bitmask, size_t num_words) {
                            " words, the vocabulary needs " +
                            std::to_string(vocab_->bitmask_words()));
   }
-  std::memset(bitmask, 0, num_words * 4);
+  stats_ = MaskStats();
   auto set_eos = [&] {
     for (int32_t e : vocab_->eos_ids()) bitmask[e >> 5] |= 1u << (e & 31);
   };
-  if (terminated_) { set_eos(); return OkStatus(); }
+  if (terminated_) {
+    std::memset(bitmask, 0, num_words * 4);
+    set_eos();
+    return OkStatus();
+  }
   work_ = 0;
   parser_.reset_work();
   // Frontier of the top set (a copy: pushing sets below may reallocate the parser's lists).
   const std::vector<uint32_t> scans = parser_.scan_items();
   frontier_.clear();
-  for (uint32_t idx : scans) frontier_.emplace_back(parser_.item_terminal(idx), parser_.item(idx).dfa);
+  for (uint32_t idx : scans) {
+    int term = parser_.item_terminal(idx);
+    frontier_.push_back({grammar_->dfa(term).content_id(), parser_.item(idx).dfa, term});
+  }
   std::sort(frontier_.begin(), frontier_.end());
   frontier_.erase(std::unique(frontier_.begin(), frontier_.end()), frontier_.end());
+  stats_.frontier = static_cast<uint32_t>(frontier_.size());
   scan_to_frontier_.resize(scans.size());
   for (size_t i = 0; i < scans.size(); ++i) {
-    std::pair<int, uint32_t> p(parser_.item_terminal(scans[i]), parser_.item(scans[i]).dfa);
+    int term = parser_.item_terminal(scans[i]);
+    FrontierEntry p{grammar_->dfa(term).content_id(), parser_.item(scans[i]).dfa, term};
     scan_to_frontier_[i] = static_cast<uint32_t>(
         std::lower_bound(frontier_.begin(), frontier_.end(), p) - frontier_.begin());
   }
+  const size_t words = vocab_->bitmask_words();
+  Status status;
   if (!frontier_.empty()) {
-    Status status;
     auto cached = frontier_mask(&status);
-    if (!cached) return status;
-    std::memcpy(bitmask, cached->bits.data(), cached->bits.size() * 4);
-    std::vector<uint32_t> states(scans.size());
-    const auto& trie = vocab_->trie();
-    for (const auto& ex : cached->exits) {
-      const TrieNode& n = trie[ex.node];
-      if (n.subtree_end == ex.node + 1) continue;  // no longer tokens below this exit
-      for (size_t i = 0; i < scans.size(); ++i) {
-        states[i] = cached->exit_states[ex.states_offset + scan_to_frontier_[i]];
-      }
-      if (!parser_.push_scanned(states.data())) continue;
-      Status s = walk(ex.node + 1, n.subtree_end, n.depth, nullptr, bitmask);
-      parser_.pop_sets(1);
-      DI_RETURN_IF_ERROR(s);
+    if (cached) {
+      std::memcpy(bitmask, cached->bits.data(), words * 4);
+      if (num_words > words) std::memset(bitmask + words, 0, (num_words - words) * 4);
+      status = walk_exits(*cached, scans, bitmask);
     }
+  } else {
+    std::memset(bitmask, 0, num_words * 4);
   }
+  stats_.trie_nodes = work_;
+  stats_.parser_items = parser_.work();
+  DI_RETURN_IF_ERROR(status);
   if (parser_.can_finish()) set_eos();
   return OkStatus();
 }

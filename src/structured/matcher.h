@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -17,6 +19,18 @@
 #include "structured/token_vocabulary.h"
 
 namespace deepinfer::structured {
+
+// What the last fill_mask did (for benchmarks and tests; not needed to use the matcher).
+struct MaskStats {
+  bool cache_hit = false;       // the frontier's context-independent part came from the cache
+  uint32_t frontier = 0;        // distinct (terminal, DFA state) pairs in the top set
+  uint32_t plain_depth = 0;     // plain tokens up to this many bytes were allowed en bloc
+  uint32_t exits = 0;           // exits with tokens below them
+  uint32_t exit_walks = 0;      // parser walks below exits, at any depth
+  uint32_t exit_reuses = 0;     // walks below exits taken from the per-mask memo instead
+  uint64_t trie_nodes = 0;      // trie nodes stepped
+  uint64_t parser_items = 0;    // Earley items created
+};
 
 struct MatcherOptions {
   // Hard work limit per fill_mask (trie nodes visited + Earley items created). Past it the mask
@@ -51,10 +65,40 @@ class GrammarMatcher {
   // Testing aid: whether `bytes` could be appended (keeps the state).
   bool can_accept_bytes(std::string_view bytes);
 
+  const MaskStats& last_mask_stats() const { return stats_; }
+
  private:
+  // Lexemes and per-depth DFA states of one (possibly nested) trie walk.
+  struct WalkLevel {
+    std::vector<const Dfa*> dfas;
+    std::vector<uint32_t> states;  // [depth][lexeme]
+    // Parser walks: scan item k walks lexeme expand[k]; scan_states is the vector pushed at exits.
+    std::vector<std::pair<uint64_t, uint32_t>> sorted;
+    std::vector<uint32_t> expand, scan_states;
+    std::vector<uint32_t> collected;  // tokens allowed below the exit being walked at this level
+    std::vector<uint32_t> idx, sts, cnt, full;  // sparse alive lexemes per depth (see walk)
+  };
+  // Tokens allowed below an exit are also appended here, as offsets from `base`.
+  struct Collect {
+    std::vector<uint32_t>* out;
+    uint32_t base;
+  };
   std::shared_ptr<const CachedMask> frontier_mask(Status* status);
+  // The plain depth d of the frontier (plain tokens of <= d bytes are allowed en bloc); sets
+  // *no_longer when moreover every plain text of d + 1 bytes kills every lexeme, so that plain
+  // subtrees hold nothing else and the walk can skip them all.
+  uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, bool* no_longer);
+  // Walks trie nodes [begin, end) below depth base_depth: from the frontier (record != null),
+  // or from the parser's top set, whose push id (see below) is `push_id`.
   Status walk(uint32_t begin, uint32_t end, uint32_t base_depth, CachedMask* record,
-              uint32_t* bits);
+              uint32_t skip_plain_len, uint32_t* bits, const Collect* collect, uint32_t level,
+              uint32_t push_id);
+  // The parser part below exit `node`, whose pushed set has id `child_id`; `scan_states` (per
+  // scan item of the top set) is pushed unless the walk is memoized or `pushed` already holds it.
+  Status walk_below_exit(uint32_t node, uint32_t child_id, const uint32_t* scan_states,
+                         uint32_t* bits, const Collect* collect, uint32_t level, bool pushed);
+  uint32_t push_id(uint32_t parent, const uint32_t* states, size_t n);
+  Status walk_exits(const CachedMask& cached, const std::vector<uint32_t>& scans, uint32_t* bits);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -63,10 +107,33 @@ class GrammarMatcher {
   std::vector<uint32_t> history_;  // sets pushed per step; kEosStep for EOS
   bool terminated_ = false;
   uint64_t work_ = 0;
-  // Frontier of the top set: distinct (terminal, state) pairs, and per scan item its index.
-  std::vector<std::pair<int, uint32_t>> frontier_;
+  // Frontier of the top set: distinct (automaton content id, state) pairs (with one terminal
+  // that has the automaton), sorted; and per scan item its index.
+  struct FrontierEntry {
+    uint64_t content;
+    uint32_t state;
+    int terminal;
+    bool operator<(const FrontierEntry& o) const {
+      return content != o.content ? content < o.content : state < o.state;
+    }
+    bool operator==(const FrontierEntry& o) const { return content == o.content && state == o.state; }
+  };
+  std::vector<FrontierEntry> frontier_;
+  std::string frontier_key_;
   std::vector<uint32_t> scan_to_frontier_;
-  std::vector<uint32_t> level_states_;
+  std::vector<std::unique_ptr<WalkLevel>> levels_;
+  std::unordered_map<std::string, uint32_t> exit_dedup_;   // record walk: state vector -> offset
+  std::string exit_key_;
+  // Per fill_mask. A set pushed at an exit is a function of the set below it and the DFA states
+  // pushed, so it gets an id from (parent id, states) (the top set is id 0); the walk below an
+  // exit is a function of that id and the forest below the node: (id, forest) -> allowed token
+  // offsets from the node's tok_end, in memo_tokens_.
+  std::unordered_map<std::string, uint32_t> push_ids_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> exit_memo_;
+  std::vector<uint32_t> exit_order_;
+  std::vector<uint32_t> memo_tokens_;
+  std::vector<uint32_t> exit_scan_states_;
+  MaskStats stats_;
 };
 
 }  // namespace deepinfer::structured

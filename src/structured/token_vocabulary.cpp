@@ -2,12 +2,19 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
+#include <unordered_map>
+
+#include "structured/mask_cache.h"
+#include "structured/plain_text.h"
 
 namespace deepinfer::structured {
 
 bool TokenVocabulary::is_eos(int32_t id) const {
   return std::find(eos_.begin(), eos_.end(), id) != eos_.end();
 }
+
+TokenVocabulary::~TokenVocabulary() = default;
 
 StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     std::vector<std::string> token_bytes, std::vector<uint8_t> is_special,
@@ -41,7 +48,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     return v->bytes_[a] < v->bytes_[b] || (v->bytes_[a] == v->bytes_[b] && a < b);
   });
   auto& trie = v->trie_;
-  trie.push_back({0, 0, 0, 0, 0});
+  trie.push_back({0, 0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};  // node index per depth
   std::string prev;
   for (int32_t id : order) {
@@ -55,7 +62,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     }
     for (size_t d = lcp; d < s.size(); ++d) {
       uint32_t tok = static_cast<uint32_t>(v->trie_tokens_.size());
-      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(s[d])});
+      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(s[d])});
       path.push_back(static_cast<uint32_t>(trie.size() - 1));
     }
     TrieNode& node = trie[path.back()];
@@ -70,7 +77,71 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     trie[path.back()].subtree_end = static_cast<uint32_t>(trie.size());
     path.pop_back();
   }
+  v->index_trie();
+  v->mask_cache_ = std::make_unique<MaskCache>();
   return std::shared_ptr<const TokenVocabulary>(v);
+}
+
+void TokenVocabulary::index_trie() {
+  const uint32_t n = static_cast<uint32_t>(trie_.size());
+  // Plain-text state per node (from the root) and, bottom-up, the plain subtree lengths.
+  std::vector<uint8_t> pstate(n, plain_text::kDead);
+  pstate[0] = plain_text::kStart;
+  std::vector<uint32_t> parent_stack;
+  for (uint32_t i = 1; i < n; ++i) {
+    while (!parent_stack.empty() && trie_[parent_stack.back()].subtree_end <= i) parent_stack.pop_back();
+    uint32_t parent = parent_stack.empty() ? 0 : parent_stack.back();
+    pstate[i] = plain_text::step(pstate[parent], trie_[i].byte);
+    parent_stack.push_back(i);
+  }
+  trie_[0].plain_len = TrieNode::kNotPlain;  // the root's tokens are everything
+  for (uint32_t i = n; i-- > 1;) {
+    TrieNode& node = trie_[i];
+    uint32_t len = pstate[i] == plain_text::kDead ? TrieNode::kNotPlain : node.depth;
+    for (uint32_t c = i + 1; c < node.subtree_end && len != TrieNode::kNotPlain; c = trie_[c].subtree_end) {
+      len = trie_[c].plain_len == TrieNode::kNotPlain ? TrieNode::kNotPlain
+                                                      : std::max<uint32_t>(len, trie_[c].plain_len);
+    }
+    if (len >= TrieNode::kNotPlain) len = TrieNode::kNotPlain;
+    node.plain_len = static_cast<uint16_t>(len);
+  }
+  max_token_len_ = 0;
+  for (const TrieNode& t : trie_) max_token_len_ = std::max<uint32_t>(max_token_len_, t.depth);
+  // Plain-token masks by length.
+  max_plain_len_ = 0;
+  for (uint32_t i = 1; i < n; ++i) {
+    if (pstate[i] != plain_text::kDead && trie_[i].tok_end > trie_[i].tok_begin) {
+      max_plain_len_ = std::max<uint32_t>(max_plain_len_, trie_[i].depth);
+    }
+  }
+  const size_t words = bitmask_words();
+  plain_masks_.assign((max_plain_len_ + 1) * words, 0);
+  for (uint32_t i = 1; i < n; ++i) {
+    if (pstate[i] == plain_text::kDead) continue;
+    uint32_t* row = plain_masks_.data() + trie_[i].depth * words;
+    for (uint32_t t = trie_[i].tok_begin; t < trie_[i].tok_end; ++t) {
+      row[trie_tokens_[t] >> 5] |= 1u << (trie_tokens_[t] & 31);
+    }
+  }
+  for (uint32_t d = 1; d <= max_plain_len_; ++d) {
+    for (size_t w = 0; w < words; ++w) plain_masks_[d * words + w] |= plain_masks_[(d - 1) * words + w];
+  }
+  // Forest ids, bottom-up: a node's forest is the list of (byte, token count, forest) of its
+  // children.
+  forest_id_.assign(n, 0);
+  std::unordered_map<std::string, uint32_t> ids;
+  ids.emplace(std::string(), 0);
+  std::string sig;
+  for (uint32_t i = n; i-- > 0;) {
+    sig.clear();
+    for (uint32_t c = i + 1; c < trie_[i].subtree_end; c = trie_[c].subtree_end) {
+      uint32_t rec[3] = {trie_[c].byte, trie_[c].tok_end - trie_[c].tok_begin, forest_id_[c]};
+      sig.append(reinterpret_cast<const char*>(rec), sizeof(rec));
+    }
+    auto it = ids.emplace(sig, static_cast<uint32_t>(ids.size())).first;
+    forest_id_[i] = it->second;
+  }
+  num_forests_ = static_cast<uint32_t>(ids.size());
 }
 
 }  // namespace deepinfer::structured

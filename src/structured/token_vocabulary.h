@@ -17,9 +17,13 @@ namespace deepinfer::structured {
 struct TrieNode {
   uint32_t subtree_end;  // index one past the last node of this subtree
   uint32_t tok_begin;    // tokens ending here: trie_tokens[tok_begin, tok_end)
-  uint32_t tok_end;
+  uint32_t tok_end;      // the subtree's deeper tokens follow: trie_tokens[tok_end, ...)
   uint16_t depth;        // root = 0
+  // When every token of this subtree is plain text (plain_text.h): the longest one's length in
+  // bytes; otherwise kNotPlain. A mask walk skips such a subtree when plain_mask(d) covers it.
+  uint16_t plain_len;
   uint8_t byte;
+  static constexpr uint16_t kNotPlain = 0xFFFF;
 };
 
 class TokenVocabulary {
@@ -38,14 +42,37 @@ class TokenVocabulary {
   const std::vector<TrieNode>& trie() const { return trie_; }
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
   size_t bitmask_words() const { return (static_cast<size_t>(vocab_size_) + 31) / 32; }
+  // Bits of the plain-text tokens of at most d bytes ([bitmask_words]).
+  const uint32_t* plain_mask(uint32_t d) const {
+    if (d > max_plain_len_) d = max_plain_len_;
+    return plain_masks_.data() + static_cast<size_t>(d) * bitmask_words();
+  }
+  uint32_t max_plain_len() const { return max_plain_len_; }
+  uint32_t max_token_len() const { return max_token_len_; }  // trie depth
+  // Equal ids <=> equal forests below the two nodes (same child bytes, token counts and shapes
+  // all the way down), so a walk below one maps onto the other by token offset from tok_end.
+  uint32_t forest_id(uint32_t node) const { return forest_id_[node]; }
+  // Mask cache shared by every grammar on this vocabulary (mask_cache.h); opaque here.
+  struct MaskCache;
+  MaskCache& mask_cache() const { return *mask_cache_; }
+  ~TokenVocabulary();
+  uint32_t num_forests() const { return num_forests_; }
 
  private:
+  void index_trie();  // plain_len, plain masks, forest ids
+
   std::vector<std::string> bytes_;
   std::vector<uint8_t> special_;
   std::vector<int32_t> eos_;
   int32_t vocab_size_ = 0;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
+  std::vector<uint32_t> plain_masks_;  // [max_plain_len_ + 1][bitmask_words]
+  uint32_t max_plain_len_ = 0;
+  uint32_t max_token_len_ = 0;
+  std::vector<uint32_t> forest_id_;    // per trie node
+  uint32_t num_forests_ = 0;
+  std::unique_ptr<MaskCache> mask_cache_;
 };
 
 }  // namespace deepinfer::structured

@@ -1,4 +1,5 @@
 // `deepinfer structured check (--json-schema FILE | --regex R | --grammar FILE) [--tokenizer DIR]`
+// A grammar is GBNF, or Lark when the file ends in .lark or with --grammar-syntax lark.
 // Reads JSON Lines {"text": ...} (stdin or --input) and prints {"accepted": true|false} per line,
 // driving the real matcher: token by token through fill_mask + accept_token with a tokenizer
 // (the text is encoded without special tokens, then EOS must be allowed), byte by byte
@@ -15,6 +16,7 @@
 #include "structured/compile.h"
 #include "structured/gbnf.h"
 #include "structured/json_schema.h"
+#include "structured/lark.h"
 #include "structured/matcher.h"
 #include "tools/deepinfer/command.h"
 
@@ -49,11 +51,15 @@ std::shared_ptr<const TokenVocabulary> byte_vocabulary() {
 
 int run_check(int argc, char** argv) {
   CLI::App app{"Check documents against a JSON schema, regex or grammar with the real matcher"};
-  std::string schema_file, regex, grammar_file, tok_dir, input;
+  std::string schema_file, regex, grammar_file, tok_dir, input, syntax = "auto", start = "start";
   bool lenient = false, compact = false;
   auto* s = app.add_option("--json-schema", schema_file, "JSON Schema file (draft 2020-12)");
   auto* r = app.add_option("--regex", regex, "regular expression (JSON Schema pattern dialect, full match)");
-  auto* g = app.add_option("--grammar", grammar_file, "GBNF grammar file (start rule: root)");
+  auto* g = app.add_option("--grammar", grammar_file,
+                           "grammar file: GBNF (start rule: root) or Lark (.lark; start rule: start)");
+  app.add_option("--grammar-syntax", syntax, "grammar syntax: auto (by extension), gbnf, lark")
+      ->check(CLI::IsMember({"auto", "gbnf", "lark"}));
+  app.add_option("--start", start, "Lark: the start rule (default: start)");
   s->excludes(r)->excludes(g);
   r->excludes(g);
   app.add_option("--tokenizer", tok_dir, "tokenizer directory: drive token by token");
@@ -88,8 +94,18 @@ int run_check(int argc, char** argv) {
   } else {
     std::string text;
     if (!read_file(grammar_file, &text)) { std::cerr << "cannot read " << grammar_file << "\n"; return 2; }
-    if (grammar_file.size() > 5 && grammar_file.substr(grammar_file.size() - 5) == ".lark") {
-      grammar = Unimplemented("Lark grammars are not supported yet (GBNF only)");
+    bool is_lark = syntax == "lark" || (syntax == "auto" && grammar_file.size() > 5 &&
+                                        grammar_file.substr(grammar_file.size() - 5) == ".lark");
+    if (is_lark) {
+      LarkOptions opt;
+      opt.start = start;
+      auto lg = compile_lark(text, opt);
+      if (lg.ok()) {
+        for (const auto& w : lg->warnings) std::cerr << "warning: " << w << "\n";
+        grammar = lg->grammar;
+      } else {
+        grammar = lg.status();
+      }
     } else {
       grammar = compile_gbnf(text);
     }
@@ -176,8 +192,9 @@ int run_check(int argc, char** argv) {
 
 int run_structured(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) != "check") {
-    std::cerr << "usage: deepinfer structured check (--json-schema FILE | --regex R | --grammar FILE) "
-                 "[--tokenizer DIR] [--input FILE] [--lenient] [--compact]\n";
+    std::cerr << "usage: deepinfer structured check (--json-schema FILE | --regex R | --grammar FILE "
+                 "[--grammar-syntax auto|gbnf|lark] [--start RULE]) [--tokenizer DIR] [--input FILE] "
+                 "[--lenient] [--compact]\n";
     return 2;
   }
   std::string name = std::string(argv[0]) + " check";

@@ -1,0 +1,102 @@
+#include "structured/plain_depth.h"
+
+#include <vector>
+
+#include "structured/plain_text.h"
+
+namespace deepinfer::structured {
+
+namespace {
+
+using Reps = std::vector<uint8_t>[plain_text::kNumStates];
+
+// One representative byte per (plain-text state, byte behaviour): bytes with the same DFA class
+// and the same plain-text transition from that state behave identically.
+void representative_bytes(const Dfa& dfa, Reps& reps) {
+  std::vector<uint32_t> seen(dfa.num_classes() * 16u, 0);
+  for (uint32_t r = 1; r < plain_text::kNumStates; ++r) {
+    for (int b = 0; b < 256; ++b) {
+      uint8_t nr = plain_text::step(static_cast<uint8_t>(r), static_cast<uint8_t>(b));
+      if (nr == plain_text::kDead) continue;
+      uint32_t& stamp = seen[dfa.byte_class(static_cast<uint8_t>(b)) * 16u + nr];
+      if (stamp != r) {
+        stamp = r;
+        reps[r].push_back(static_cast<uint8_t>(b));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
+                     uint32_t max_visit) {
+  if (state == Dfa::kDead || cap == 0) return 0;
+  // Quick answer for most lexemes (numbers, literals, punctuation): some printable ASCII byte
+  // already kills or ends the lexeme.
+  for (int b = 0x20; b < 0x7F; ++b) {
+    if (b == '"' || b == '\\') continue;
+    uint32_t ns = dfa.next(state, static_cast<uint8_t>(b));
+    if (ns == Dfa::kDead ? stop_at_dead : dfa.accepting(ns)) return 0;
+  }
+  Reps reps;
+  representative_bytes(dfa, reps);
+  std::vector<uint8_t> seen_pair(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates, 0);
+  auto key = [](uint32_t s, uint8_t r) { return static_cast<size_t>(s) * plain_text::kNumStates + r; };
+  seen_pair[key(state, plain_text::kStart)] = 1;
+  uint32_t visited = 1;
+  std::vector<std::pair<uint32_t, uint8_t>> level{{state, plain_text::kStart}}, next;
+  for (uint32_t depth = 1; depth <= cap; ++depth) {
+    next.clear();
+    for (auto [s, r] : level) {
+      for (uint8_t b : reps[r]) {
+        uint32_t ns = dfa.next(s, b);
+        if (ns == Dfa::kDead) {
+          if (stop_at_dead) return depth - 1;
+          continue;
+        }
+        if (dfa.accepting(ns)) return depth - 1;
+        uint8_t nr = plain_text::step(r, b);
+        if (!seen_pair[key(ns, nr)]) {
+          seen_pair[key(ns, nr)] = 1;
+          if (++visited > max_visit) return depth - 1;
+          next.emplace_back(ns, nr);
+        }
+      }
+    }
+    if (next.empty()) return cap;  // every reachable pair was seen at a smaller depth
+    level.swap(next);
+  }
+  return cap;
+}
+
+bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work) {
+  if (state == Dfa::kDead) return true;
+  Reps reps;
+  representative_bytes(dfa, reps);
+  // Level by level without merging levels (a pair reached at two depths counts at both).
+  std::vector<uint32_t> stamp(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates, 0);
+  std::vector<std::pair<uint32_t, uint8_t>> level{{state, plain_text::kStart}}, next;
+  uint32_t work = 0;
+  for (uint32_t depth = 1; depth <= k; ++depth) {
+    next.clear();
+    for (auto [s, r] : level) {
+      for (uint8_t b : reps[r]) {
+        uint32_t ns = dfa.next(s, b);
+        if (ns == Dfa::kDead) continue;
+        uint8_t nr = plain_text::step(r, b);
+        uint32_t& st = stamp[static_cast<size_t>(ns) * plain_text::kNumStates + nr];
+        if (st != depth) {
+          st = depth;
+          next.emplace_back(ns, nr);
+        }
+        if (++work > max_work) return false;
+      }
+    }
+    if (next.empty()) return true;  // dead is absorbing
+    level.swap(next);
+  }
+  return false;
+}
+
+}  // namespace deepinfer::structured

@@ -1,0 +1,41 @@
+// "Plain JSON string text": the bytes a JSON string may hold without escapes — U+0020..U+10FFFF
+// except '"' and '\', as well-formed UTF-8 (a final character may be incomplete). A token whose
+// bytes are plain text is a "plain token"; the mask fast path (matcher.cpp) allows all short
+// enough plain tokens at once when a lexeme provably stays alive and cannot end on such text.
+// This is a classifier for tokens only: exactness never depends on it (any lexeme DFA is
+// checked against it, see plain_safe_depths).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::structured::plain_text {
+
+// States: 0 dead, 1 between characters, 2..8 inside a multi-byte character.
+constexpr uint8_t kDead = 0;
+constexpr uint8_t kStart = 1;
+constexpr int kNumStates = 9;
+
+inline uint8_t step(uint8_t state, uint8_t b) {
+  switch (state) {
+    case 1:
+      if (b < 0x80) return (b >= 0x20 && b != '"' && b != '\\') ? 1 : 0;
+      if (b >= 0xC2 && b <= 0xDF) return 2;
+      if (b == 0xE0) return 4;
+      if (b == 0xED) return 5;
+      if (b >= 0xE1 && b <= 0xEF) return 3;
+      if (b == 0xF0) return 6;
+      if (b >= 0xF1 && b <= 0xF3) return 7;
+      if (b == 0xF4) return 8;
+      return 0;
+    case 2: return (b >= 0x80 && b <= 0xBF) ? 1 : 0;        // one continuation byte left
+    case 3: return (b >= 0x80 && b <= 0xBF) ? 2 : 0;        // two left
+    case 4: return (b >= 0xA0 && b <= 0xBF) ? 2 : 0;        // after E0 (no overlongs)
+    case 5: return (b >= 0x80 && b <= 0x9F) ? 2 : 0;        // after ED (no surrogates)
+    case 6: return (b >= 0x90 && b <= 0xBF) ? 3 : 0;        // after F0
+    case 7: return (b >= 0x80 && b <= 0xBF) ? 3 : 0;        // after F1..F3
+    case 8: return (b >= 0x80 && b <= 0x8F) ? 3 : 0;        // after F4 (<= U+10FFFF)
+    default: return 0;
+  }
+}
+
+}  // namespace deepinfer::structured::plain_text

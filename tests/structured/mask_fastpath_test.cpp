@@ -1,0 +1,172 @@
+// The mask fast paths against brute force on a larger, BPE-like random vocabulary: plain-text
+// tokens allowed en bloc (plain_mask + plain_depth), exits sharing one parser walk per
+// (state vector, forest), and the trie index they rely on (plain_len, forest ids, token ranges).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "structured/compile.h"
+#include "structured/plain_text.h"
+#include "test_util.h"
+
+namespace deepinfer::structured::testing {
+namespace {
+
+// Words, JSON punctuation, quotes and escapes, numbers, whitespace, complete and partial UTF-8,
+// control bytes and a few duplicate byte strings (distinct ids).
+std::vector<std::string> random_tokens(std::mt19937& rng, int n) {
+  const std::vector<std::string> pieces = {
+      "a", "e", "n", "s", "t", "ing", "name", "id", "x", "Q", " ", "  ", "\"", "\",", "\":", "\"}",
+      "\"]", "{", "}", "[", "]", ",", ":", "0", "1", "9", "12", ".", "-", "+", "e", "E", "\\", "\\\"",
+      "\\n", "\\u00", "\n", "\t", "\x01", "true", "false", "null", "@", "/", "\xc3\xa9", "\xe6\xad\xaa",
+      "\xf0\x9f\x98\x80", "\xe6", "\xad", "\xaa\xe6", "\xc3", "\xa9", "_", "T", "Z", ":0"};
+  std::vector<std::string> toks;
+  std::set<std::string> seen;
+  while (static_cast<int>(toks.size()) < n) {
+    std::string t;
+    int parts = 1 + static_cast<int>(rng() % 4);
+    for (int p = 0; p < parts; ++p) t += pieces[rng() % pieces.size()];
+    if (t.size() > 24) continue;
+    if (seen.insert(t).second || rng() % 50 == 0) toks.push_back(t);
+  }
+  return toks;
+}
+
+std::vector<bool> brute_force(GrammarMatcher& m, const TokenVocabulary& v) {
+  std::vector<bool> allowed(v.vocab_size(), false);
+  for (int32_t t = 0; t < v.num_tokens(); ++t) {
+    if (v.is_eos(t)) { allowed[t] = m.can_terminate(); continue; }
+    if (v.is_special(t) || v.token_bytes(t).empty()) continue;
+    allowed[t] = m.can_accept_bytes(v.token_bytes(t));
+  }
+  return allowed;
+}
+
+struct Totals {
+  uint64_t plain_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
+};
+
+void check_walks(const std::shared_ptr<CompiledGrammar>& g,
+                 const std::shared_ptr<const TokenVocabulary>& vocab, int walks, int steps,
+                 std::mt19937& rng, Totals* totals) {
+  for (int w = 0; w < walks; ++w) {
+    GrammarMatcher m(g, vocab);
+    std::vector<uint32_t> mask(vocab->bitmask_words());
+    for (int s = 0; s < steps; ++s) {
+      ASSERT_TRUE(m.fill_mask(mask.data(), mask.size()).ok());
+      const MaskStats& st = m.last_mask_stats();
+      ++totals->masks;
+      totals->plain_masks += st.plain_depth > 0;
+      totals->exits += st.exits;
+      totals->exit_reuses += st.exit_reuses;
+      auto expect = brute_force(m, *vocab);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
+        bool bit = (mask[t >> 5] >> (t & 31)) & 1;
+        ASSERT_EQ(bit, expect[t]) << "seed " << test_seed() << " walk " << w << " step " << s << " token "
+                                  << t << " bytes '" << (t < vocab->num_tokens() ? vocab->token_bytes(t) : "<pad>")
+                                  << "' plain_depth " << st.plain_depth << " hit " << st.cache_hit;
+        if (bit) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      // Prefer long tokens now and then so strings get long and counted states run out.
+      int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.accept_token(pick));
+      if (m.is_terminated()) break;
+    }
+  }
+}
+
+class FastPath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rng_.seed(test_seed());
+    vocab_ = byte_vocab(random_tokens(rng_, 3000));
+  }
+  std::mt19937 rng_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+};
+
+TEST_F(FastPath, TrieIndexMatchesBruteForce) {
+  const auto& trie = vocab_->trie();
+  const auto& toks = vocab_->trie_tokens();
+  auto is_plain = [](const std::string& s) {
+    uint8_t r = plain_text::kStart;
+    for (char c : s) r = plain_text::step(r, static_cast<uint8_t>(c));
+    return r != plain_text::kDead;
+  };
+  std::vector<std::string> path(trie.size());
+  std::vector<uint32_t> stack;
+  std::map<uint32_t, std::vector<std::string>> forest_suffixes;  // forest id -> suffix list
+  for (uint32_t i = 1; i < trie.size(); ++i) {
+    while (!stack.empty() && trie[stack.back()].subtree_end <= i) stack.pop_back();
+    path[i] = (stack.empty() ? std::string() : path[stack.back()]) + static_cast<char>(trie[i].byte);
+    stack.push_back(i);
+  }
+  for (uint32_t i = 1; i < trie.size(); ++i) {
+    const TrieNode& n = trie[i];
+    // The subtree's tokens: this node's, then [tok_end, end of the last descendant).
+    uint32_t last = n.tok_end;
+    for (uint32_t j = i + 1; j < n.subtree_end; ++j) last = std::max(last, trie[j].tok_end);
+    uint32_t max_len = 0;
+    bool all_plain = true;
+    std::vector<std::string> suffixes;
+    for (uint32_t t = n.tok_begin; t < last; ++t) {
+      const std::string& b = vocab_->token_bytes(toks[t]);
+      ASSERT_EQ(b.compare(0, path[i].size(), path[i]), 0) << "token outside its subtree";
+      all_plain &= is_plain(b);
+      max_len = std::max<uint32_t>(max_len, static_cast<uint32_t>(b.size()));
+      if (t >= n.tok_end) suffixes.push_back(b.substr(path[i].size()));
+    }
+    EXPECT_EQ(n.plain_len, all_plain ? max_len : TrieNode::kNotPlain) << "node " << i;
+    auto ins = forest_suffixes.emplace(vocab_->forest_id(i), suffixes);
+    if (!ins.second) EXPECT_EQ(ins.first->second, suffixes) << "forest " << vocab_->forest_id(i);
+  }
+  for (uint32_t d = 0; d <= vocab_->max_plain_len() + 1; ++d) {
+    const uint32_t* pm = vocab_->plain_mask(d);
+    for (int32_t t = 0; t < vocab_->vocab_size(); ++t) {
+      bool expect = t < vocab_->num_tokens() && !vocab_->is_special(t) && !vocab_->is_eos(t) &&
+                    is_plain(vocab_->token_bytes(t)) && vocab_->token_bytes(t).size() <= d;
+      ASSERT_EQ(static_cast<bool>((pm[t >> 5] >> (t & 31)) & 1), expect) << "d " << d << " token " << t;
+    }
+  }
+}
+
+TEST_F(FastPath, JsonSchemaStringsMatchBruteForce) {
+  auto g = compile_json_schema(R"({"type":"object","properties":{
+      "short":{"type":"string","maxLength":4},"long":{"type":"string","minLength":2,"maxLength":30},
+      "free":{"type":"string"},"pat":{"type":"string","pattern":"^[a-z ]+$"},
+      "list":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":3},
+      "any":{"anyOf":[{"type":"string","maxLength":6},{"type":"string","format":"date"},{"type":"integer"}]},
+      "e":{"enum":["name","nam\"e","x"]}},
+      "required":["short","long","free","pat","list","any","e"],"additionalProperties":false})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Totals totals;
+  check_walks(g->grammar, vocab_, 12, 60, rng_, &totals);
+  // The fast paths were exercised (strings are plain-text states; quotes close them at exits).
+  EXPECT_GT(totals.plain_masks, 0u);
+  EXPECT_GT(totals.exits, 0u);
+  EXPECT_GT(totals.exit_reuses, 0u);
+}
+
+TEST_F(FastPath, AnyJsonMatchesBruteForce) {
+  auto g = compile_any_json(false);
+  ASSERT_TRUE(g.ok());
+  Totals totals;
+  check_walks(*g, vocab_, 10, 50, rng_, &totals);
+  EXPECT_GT(totals.plain_masks, 0u);
+}
+
+TEST_F(FastPath, RegexMatchesBruteForce) {
+  // A search-free regex whose lexeme accepts inside plain text: plain_depth must stay 0 or
+  // short where an accepting state is reachable on plain bytes.
+  auto g = compile_regex("(name|[a-z ]{2,9})(\\u00e9|\"x\"){1,3}[ -~]{0,20}");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Totals totals;
+  check_walks(*g, vocab_, 12, 30, rng_, &totals);
+}
+
+}  // namespace
+}  // namespace deepinfer::structured::testing
