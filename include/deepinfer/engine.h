@@ -10,6 +10,9 @@
 // A bad request (invalid params, prompt too long or empty, token outside the vocabulary) is
 // refused by add_request with a Status naming what was wrong; the engine and the other requests
 // go on.
+//
+// With async scheduling (the default) a step() launches the next step's forward on a worker
+// thread before it returns, so the caller's own work between steps overlaps with the model too.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +34,24 @@ struct EngineConfig {
   int max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;
   int64_t max_model_len = 0;      // 0 = the model's max_position_embeddings
-  int64_t kv_cache_memory = int64_t{1} << 30;  // bytes of cache state on the CPU (--kv-cache-memory)
+  // Bytes of cache state (--kv-cache-memory). On the CPU this is the budget; on a GPU the budget
+  // is what gpu_memory_utilization leaves after the weights (see below), capped by this value
+  // when it is set explicitly (kv_cache_memory_set).
+  int64_t kv_cache_memory = int64_t{1} << 30;
+  bool kv_cache_memory_set = false;
+  // GPU: fraction of the device's memory deepinfer may use (weights, activations, cache), like
+  // vLLM's --gpu-memory-utilization; the cache gets free memory after loading minus the rest.
+  double gpu_memory_utilization = 0.9;
+  // Kernels whose result for a row does not depend on the batch (--batch-invariant; see
+  // docs/cuda.md): a request's logits are bitwise the same in any batch.
+  bool batch_invariant = false;
   int block_size = 16;            // window rows per cache block (vLLM's --block-size)
   int compressed_entries_per_block = 64;  // CSA/HCA compressed entries per cache block
   uint64_t seed = 0;              // engine seed; unseeded requests derive theirs from it
-  std::string device = "cpu";     // only the CPU backend runs whole models so far
+  std::string device = "cpu";     // backend::make_backend: "cpu", "cpu-reference", "cuda", "cuda:N"
+  // Schedule step N+1 and build its inputs while step N's forward runs (on a worker thread);
+  // outputs are identical either way (--no-async-scheduling turns it off). See docs/engine.md.
+  bool async_scheduling = true;
 
   Status validate() const;
 };
@@ -64,8 +80,13 @@ class Engine {
   // Ends a request; its partial output is returned by the next step() with finish_reason "abort".
   void abort_request(const std::string& request_id);
   bool has_unfinished_requests() const;
+  // For tests: the scheduler's invariants and the KV pools' integrity; with no unfinished request,
+  // also that every block is back in its pool.
+  Status check_invariants() const;
 
+  // nullptr for a model directory without tokenizer.json (token-id prompts only, no text).
   const tokenizer::Tokenizer* tokenizer() const;
+  int64_t vocab_size() const;
   const EngineConfig& config() const;
   EngineStats stats() const;
   std::string model_dir() const;

@@ -16,6 +16,42 @@
 
 namespace deepinfer {
 
+// Constrained decoding for one request, shaped like vLLM's `StructuredOutputsParams`: exactly one
+// of `json`, `regex`, `grammar`, `json_object` is set. The output then always matches it (the
+// sampler only sees tokens the grammar allows; EOS only where the output is complete). Compiled
+// by src/structured (docs/structured.md) off the engine thread (src/engine/structured_outputs.h).
+//
+//   SamplingParams p;
+//   p.structured_outputs = StructuredOutputsParams{};
+//   p.structured_outputs->json = R"({"type":"object","properties":{"n":{"type":"integer"}}})";
+struct StructuredOutputsParams {
+  enum class GrammarSyntax { kAuto, kGbnf, kLark };
+  enum class Whitespace { kFlexible, kCompact };
+
+  std::optional<std::string> json;     // JSON Schema (draft 2020-12) text
+  std::optional<std::string> regex;    // JSON Schema `pattern` dialect, matched against the whole output
+  std::optional<std::string> grammar;  // EBNF grammar text: GBNF (llama.cpp) or Lark
+  bool json_object = false;            // any JSON value with an object at the root
+  // How `grammar` is read. kAuto: GBNF when the text contains `::=` (GBNF rules are
+  // `name ::= ...`), else Lark (`name: ...`, start rule `start`).
+  GrammarSyntax grammar_syntax = GrammarSyntax::kAuto;
+  // JSON Schema: ignore keywords that cannot be enforced exactly (one warning per keyword)
+  // instead of refusing the schema. Strict (false) is the default: never silently looser.
+  bool lenient = false;
+  // JSON (schema or json_object): kFlexible allows bounded whitespace between JSON tokens (like
+  // vLLM's default any-whitespace); kCompact allows none.
+  Whitespace whitespace = Whitespace::kFlexible;
+
+  // The set field's name ("json", "regex", "grammar", "json_object"); "" when none is set.
+  const char* kind() const;
+  // Exactly one of json / regex / grammar / json_object, and a set text is non-empty; the message
+  // names the fields, e.g. "SamplingParams.structured_outputs sets 'json' and 'regex' (more than
+  // one); set exactly one". The spec itself (schema, regex, grammar) is checked when it compiles.
+  Status validate() const;
+  // A key equal for specs that compile to the same grammar (kind, options and text).
+  std::string cache_key() const;
+};
+
 struct SamplingParams {
   // Number of output sequences for the prompt. Each sequence has its own sequence index, which keys
   // its random stream (see src/sample/rng.h), so seeded n > 1 requests still give n different samples.
@@ -50,13 +86,18 @@ struct SamplingParams {
   bool detokenize = true;  // false: no output text (token ids only); stop strings need it
   bool skip_special_tokens = true;
 
+  // --- structured outputs -------------------------------------------------------------------------
+  // Constrains the output to a JSON Schema / regex / grammar / any JSON object (see above).
+  std::optional<StructuredOutputsParams> structured_outputs;
+
   static constexpr float kGreedyEpsilon = 1e-5f;  // temperature below this is greedy (vLLM _SAMPLING_EPS)
   static constexpr int kMaxLogprobs = 20;         // like OpenAI's top_logprobs limit
 
   bool is_greedy() const { return temperature < kGreedyEpsilon; }
 
-  // Checks every field against its allowed range; the message names the field, the value given and
-  // the range, e.g. "SamplingParams.top_p must be in (0, 1], got 1.5".
+  // Checks every field against its allowed range, and structured_outputs->validate(); the message
+  // names the field, the value given and the range, e.g. "SamplingParams.top_p must be in (0, 1],
+  // got 1.5".
   Status validate() const;
   // validate() plus the checks that need the vocabulary size (token ids in logit_bias and
   // stop_token_ids must be < vocab_size).

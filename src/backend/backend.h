@@ -112,6 +112,12 @@ class Backend {
   virtual Status upload(const Tensor& host, Tensor& dst);
   // host (host memory) = src (backend memory); same dtype and numel; waits for queued work.
   virtual Status download(const Tensor& src, Tensor& host);
+  // Free and total bytes of the device's memory; false for host backends.
+  virtual bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
   // Waits for queued work; reports a device-side error (bad index) of an earlier op.
   virtual Status synchronize() { return OkStatus(); }
 

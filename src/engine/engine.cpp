@@ -2,15 +2,12 @@
 #include "deepinfer/engine.h"
 
 #include <algorithm>
-#include <chrono>
-#include <map>
-#include <unordered_map>
 
+#include "backend/make_backend.h"
 #include "common/check.h"
 #include "common/env.h"
 #include "common/logging.h"
-#include "engine/model_runner.h"
-#include "engine/scheduler.h"
+#include "engine/engine_impl.h"
 #include "io/config.h"
 #include "io/hub.h"
 #include "kv/coordinator.h"
@@ -22,12 +19,11 @@
 
 namespace deepinfer {
 
-namespace {
+using engine_internal::now_seconds;
+using engine_internal::Sequence;
+using engine_internal::Group;
 
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
+namespace {
 
 // Cache dimensions of a model: DeepSeek-V4 keeps one D-wide row per token (K = V) plus compressed
 // state; a Llama layer keeps K and V of every kv head under full attention.
@@ -58,23 +54,6 @@ int64_t max_position_embeddings(const io::ModelConfig& config) {
                                  : config.llama().max_position_embeddings;
 }
 
-// One sequence of a user request, tracked from add to finish.
-struct Sequence {
-  std::string parent_id;
-  int index = 0;
-  sample::DetokenizingStopChecker checker;
-  std::vector<TokenLogprobs> logprobs;
-  double first_token_time = 0;
-};
-
-// A user request: its n sequences and what has been reported.
-struct Group {
-  std::vector<int32_t> prompt_token_ids;
-  std::vector<std::optional<CompletionOutput>> done;  // per sequence index
-  int num_done = 0;
-  RequestMetrics metrics;
-};
-
 }  // namespace
 
 Status EngineConfig::validate() const {
@@ -85,45 +64,13 @@ Status EngineConfig::validate() const {
   }
   if (max_model_len < 0) return InvalidArgument("max_model_len must be >= 0 (0 = the model's), got " + std::to_string(max_model_len));
   if (kv_cache_memory <= 0) return InvalidArgument("kv_cache_memory must be > 0 bytes");
-  if (device != "cpu") {
-    return Unimplemented("device '" + device +
-                         "': only the CPU backend runs whole models so far (the CUDA backend "
-                         "passes its op tests; the model on the GPU is not wired yet)");
-  }
+  if (device.empty()) return InvalidArgument("device must not be empty (cpu, cpu-reference, cuda, cuda:N)");
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+    return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
+                           std::to_string(gpu_memory_utilization));
   return OkStatus();
 }
 
-struct Engine::Impl {
-  EngineConfig config;
-  std::string model_dir;
-  std::unique_ptr<backend::Backend> backend;
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-  std::unique_ptr<kv::KvCacheCoordinator> kv;
-  std::unique_ptr<engine::Scheduler> scheduler;
-  std::unique_ptr<engine::ModelRunner> runner;
-  sample::Sampler sampler;
-  int32_t eos_token_id = -1;
-  std::unordered_map<std::string, Sequence> sequences;  // by internal (scheduler) request id
-  std::map<std::string, Group> groups;                  // by user request id
-  std::vector<RequestOutput> pending_outputs;           // finished outside step() (aborts)
-  EngineStats stats;
-
-  void finish_sequence(std::unique_ptr<engine::Request> request, std::vector<RequestOutput>* out);
-  // Output text in the context of the prompt's last tokens, as vLLM's incremental detokenizer
-  // does: decode(context + ids) minus decode(context). Decoding the output alone would lose what
-  // a decoder does at the start of a text (e.g. SentencePiece drops the first token's space).
-  std::string detokenize(std::span<const int32_t> context, std::span<const int32_t> ids,
-                         bool skip_special) const {
-    if (!tokenizer) return std::string();
-    std::vector<int32_t> all(context.begin(), context.end());
-    all.insert(all.end(), ids.begin(), ids.end());
-    const std::string prefix = tokenizer->decode(context, skip_special);
-    std::string text = tokenizer->decode(all, skip_special);
-    if (text.compare(0, prefix.size(), prefix) == 0) return text.substr(prefix.size());
-    return tokenizer->decode(ids, skip_special);
-  }
-};
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
@@ -134,13 +81,23 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->config = config;
   DI_ASSIGN_OR_RETURN(impl->model_dir, io::resolve_model(config.model, env()));
   DI_ASSIGN_OR_RETURN(io::ModelConfig model_config, io::load_model_config(impl->model_dir));
-  impl->backend = backend::make_cpu_backend();
+  auto backend = backend::make_backend(config.device, {config.batch_invariant});
+  if (!backend.ok()) return backend.status().with_context("EngineConfig.device");
+  impl->backend = std::move(backend).value();
   DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));
   const std::string tok_dir = config.tokenizer.empty() ? impl->model_dir : config.tokenizer;
-  DI_ASSIGN_OR_RETURN(impl->tokenizer, tokenizer::Tokenizer::from_dir(tok_dir));
+  auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
+  if (tok.ok()) {
+    impl->tokenizer = std::move(tok).value();
+  } else if (config.tokenizer.empty() && tok.status().code() == StatusCode::kNotFound) {
+    // A model without a tokenizer (the random test fixtures) still runs on token ids.
+    log_warning("engine: " + tok.status().message() + ": token-id prompts only, no output text");
+  } else {
+    return tok.status();
+  }
   const auto& info = impl->model->info();
   if (!info.eos_token_ids.empty()) impl->eos_token_id = static_cast<int32_t>(info.eos_token_ids[0]);
-  if (!impl->tokenizer->eos_ids().empty()) impl->eos_token_id = impl->tokenizer->eos_ids()[0];
+  if (impl->tokenizer && !impl->tokenizer->eos_ids().empty()) impl->eos_token_id = impl->tokenizer->eos_ids()[0];
 
   engine::SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;
@@ -156,22 +113,44 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   kv_config.csa_entries_per_block = config.compressed_entries_per_block;
   kv_config.hca_entries_per_block = config.compressed_entries_per_block;
   DI_RETURN_IF_ERROR(kv_config.validate());
-  kv::KvBudget budget{config.kv_cache_memory, sc.max_model_len, sc.max_num_seqs,
-                      sc.max_num_batched_tokens};
+  // Cache budget: --kv-cache-memory on the CPU; on a GPU what --gpu-memory-utilization leaves
+  // once the weights are in (capped by an explicit --kv-cache-memory).
+  int64_t kv_bytes = config.kv_cache_memory;
+  std::string budget_source = "--kv-cache-memory";
+  uint64_t free_bytes = 0, total_bytes = 0;
+  if (impl->backend->memory_info(&free_bytes, &total_bytes)) {
+    const double reserve = static_cast<double>(total_bytes) * (1.0 - config.gpu_memory_utilization);
+    const double available = static_cast<double>(free_bytes) - reserve;
+    if (available <= 0) {
+      return ResourceExhausted(
+          "--gpu-memory-utilization " + std::to_string(config.gpu_memory_utilization) +
+          " leaves no memory for the KV cache: " + std::to_string(free_bytes >> 20) + " MiB of " +
+          std::to_string(total_bytes >> 20) + " MiB are free after loading the model");
+    }
+    const int64_t from_gpu = static_cast<int64_t>(available);
+    kv_bytes = config.kv_cache_memory_set ? std::min(from_gpu, config.kv_cache_memory) : from_gpu;
+    budget_source = config.kv_cache_memory_set && config.kv_cache_memory < from_gpu
+                        ? "--kv-cache-memory (below the GPU's free memory x --gpu-memory-utilization)"
+                        : "free GPU memory x --gpu-memory-utilization";
+  }
+  kv::KvBudget budget{kv_bytes, sc.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens};
   auto plan = kv::plan_kv_pools(dims, kv_config, budget);
   if (!plan.ok()) {
     return plan.status().with_context(
-        "the KV cache budget (--kv-cache-memory " + std::to_string(config.kv_cache_memory) +
-        " bytes) cannot hold one sequence of max_model_len " + std::to_string(sc.max_model_len) +
-        "; raise --kv-cache-memory or lower --max-model-len");
+        "the KV cache budget (" + std::to_string(kv_bytes) + " bytes from " + budget_source +
+        ") cannot hold one sequence of max_model_len " + std::to_string(sc.max_model_len) +
+        "; raise the budget or lower --max-model-len");
   }
+  log_info("engine: KV cache budget " + std::to_string(kv_bytes >> 20) + " MiB (" + budget_source + ")");
   DI_ASSIGN_OR_RETURN(impl->kv, kv::KvCacheCoordinator::create(dims, kv_config, plan->sizes));
   impl->stats.kv_summary = plan->summary();
   impl->scheduler = std::make_unique<engine::Scheduler>(sc, impl->kv.get());
   impl->runner = std::make_unique<engine::ModelRunner>(impl->model.get());
+  impl->executor = std::make_unique<engine::StepExecutor>(impl->runner.get(), config.async_scheduling);
   log_info("engine: model " + impl->model_dir + " (" + info.family + ", " +
            std::to_string(info.num_layers) + " layers), max_model_len " +
-           std::to_string(sc.max_model_len) + ", kv " + plan->summary());
+           std::to_string(sc.max_model_len) + ", kv " + plan->summary() +
+           (config.async_scheduling ? ", async scheduling" : ""));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -182,6 +161,20 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     return InvalidArgument("request id '" + request_id + "' is already in use");
   }
   DI_RETURN_IF_ERROR(params.validate().with_context("request '" + request_id + "'"));
+  if (!m.tokenizer && !params.stop.empty()) {
+    return InvalidArgument("request '" + request_id + "': stop strings need a tokenizer, and " +
+                           m.model_dir + " has none (use stop_token_ids)");
+  }
+  if (params.structured_outputs) {
+    if (!m.tokenizer) {
+      return InvalidArgument("request '" + request_id + "': structured outputs need a tokenizer, and " +
+                             m.model_dir + " has none");
+    }
+    if (!m.structured) {
+      m.structured = engine::StructuredOutputManager::for_tokenizer(
+          *m.tokenizer, static_cast<int32_t>(m.model->info().vocab_size));
+    }
+  }
   const int n = params.n;
   Group group;
   group.prompt_token_ids = prompt_token_ids;
@@ -193,10 +186,21 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
     const std::string id = req->request_id;
     const int index = static_cast<int>(req->sequence_index);
     Status st = m.scheduler->add_request(std::move(req));
+    if (st.ok() && params.structured_outputs) {
+      // Compiles off the engine thread; the request waits (the batch does not) until it is done.
+      st = m.structured->submit(id, *params.structured_outputs).with_context("request '" + request_id + "'");
+      if (st.ok()) {
+        m.scheduler->set_ready(id, false);
+        m.awaiting_grammar.push_back(id);
+      } else {
+        m.scheduler->abort_request(id);
+      }
+    }
     if (!st.ok()) {
       for (const auto& a : added) {
         m.scheduler->abort_request(a);
         m.sequences.erase(a);
+        if (m.structured && m.structured->has(a)) m.structured->release(a);
       }
       return st;
     }
@@ -220,6 +224,11 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
 
 Status Engine::add_request(const std::string& request_id, const std::string& prompt,
                            const SamplingParams& params, int priority) {
+  if (!impl_->tokenizer) {
+    return InvalidArgument("request '" + request_id + "': " + impl_->model_dir +
+                           " has no tokenizer.json, so text prompts cannot be encoded; pass token "
+                           "ids or a tokenizer directory");
+  }
   auto ids = impl_->tokenizer->encode(prompt, /*add_special_tokens=*/true);
   if (!ids.ok()) return ids.status().with_context("request '" + request_id + "': tokenizing the prompt");
   return add_request(request_id, std::move(ids).value(), params, priority);
@@ -251,7 +260,8 @@ void Engine::Impl::finish_sequence(std::unique_ptr<engine::Request> request,
   ++group.num_done;
   const std::string parent = seq.parent_id;
   sequences.erase(it);
-  runner->release({request->request_id});
+  executor->release({request->request_id});
+  if (structured) release_grammar(request->request_id);
   if (group.num_done == static_cast<int>(group.done.size())) {
     RequestOutput r;
     r.request_id = parent;
@@ -264,101 +274,6 @@ void Engine::Impl::finish_sequence(std::unique_ptr<engine::Request> request,
     groups.erase(parent);
     out->push_back(std::move(r));
   }
-}
-
-StatusOr<std::vector<RequestOutput>> Engine::step() {
-  Impl& m = *impl_;
-  std::vector<RequestOutput> outputs = std::move(m.pending_outputs);
-  m.pending_outputs.clear();
-  engine::SchedulerOutput sched = m.scheduler->schedule();
-  m.runner->release(sched.preempted_request_ids);
-  if (sched.empty()) return outputs;
-  ++m.stats.num_steps;
-
-  auto logits_or = m.runner->execute(sched);
-  if (!logits_or.ok()) {
-    // A forward that fails on validated inputs is an internal error: the requests of this batch
-    // fail with the message; the engine goes on with the others.
-    log_error("engine: forward failed: " + logits_or.status().to_string());
-    for (const auto& chunk : sched.chunks) {
-      auto req = m.scheduler->finish_request(chunk.request_id, sample::FinishReason::kError);
-      if (req) {
-        req->error = logits_or.status().to_string();
-        m.finish_sequence(std::move(req), &outputs);
-      }
-    }
-    return outputs;
-  }
-  const backend::Tensor& logits = *logits_or;
-  const int64_t V = logits.dim(1);
-
-  std::vector<sample::SampleRow> rows;
-  std::vector<size_t> row_chunk;
-  for (size_t i = 0; i < sched.chunks.size(); ++i) {
-    const auto& chunk = sched.chunks[i];
-    if (!chunk.samples) continue;
-    const engine::Request* req = m.scheduler->get_request(chunk.request_id);
-    DI_CHECK(req != nullptr) << "scheduled request " << chunk.request_id << " vanished";
-    rows.push_back({&req->params, chunk.seed, chunk.sequence_index, req->prompt_token_ids,
-                    req->output_token_ids, req->eos_token_id});
-    row_chunk.push_back(i);
-  }
-  std::vector<float> sample_logits(rows.size() * static_cast<size_t>(V));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const float* src = logits.data<float>() + row_chunk[r] * static_cast<size_t>(V);
-    std::copy(src, src + V, sample_logits.begin() + static_cast<std::ptrdiff_t>(r * V));
-  }
-  DI_ASSIGN_OR_RETURN(auto sampled, m.sampler.sample(sample_logits, V, rows));
-  std::vector<int32_t> tokens(sched.chunks.size(), 0);
-  for (size_t r = 0; r < rows.size(); ++r) tokens[row_chunk[r]] = sampled[r].token;
-
-  const double t = now_seconds();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const auto& chunk = sched.chunks[row_chunk[r]];
-    auto it = m.sequences.find(chunk.request_id);
-    if (it == m.sequences.end()) continue;
-    if (it->second.first_token_time == 0) it->second.first_token_time = t;
-    if (rows[r].params->logprobs) {
-      TokenLogprobs lp{sampled[r].token, sampled[r].logprob.value_or(0.f), sampled[r].rank, {}};
-      for (const auto& e : sampled[r].top_logprobs) lp.top_logprobs.emplace_back(e.token, e.logprob);
-      it->second.logprobs.push_back(std::move(lp));
-    }
-  }
-  for (const auto& chunk : sched.chunks) {
-    const engine::Request* req = m.scheduler->get_request(chunk.request_id);
-    const int64_t prompt_end = req ? req->num_prompt_tokens() : 0;
-    m.stats.num_prompt_tokens +=
-        std::max<int64_t>(0, std::min(chunk.start_position + chunk.num_tokens, prompt_end) -
-                                 chunk.start_position);
-    if (chunk.samples) m.stats.num_generated_tokens += 1;
-  }
-
-  auto finished = m.scheduler->update_from_output(sched, tokens);
-  // Stop strings: detokenize the new output of every sequence that got a token and still runs.
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const auto& chunk = sched.chunks[row_chunk[r]];
-    const engine::Request* req = m.scheduler->get_request(chunk.request_id);
-    if (req == nullptr) continue;  // finished by a token stop; handled below
-    auto it = m.sequences.find(chunk.request_id);
-    if (it == m.sequences.end() || req->params.stop.empty()) continue;
-    auto update = it->second.checker.update(req->output_token_ids);
-    if (update.stopped) {
-      auto done = m.scheduler->finish_request(chunk.request_id, sample::FinishReason::kStop);
-      if (done) {
-        done->stop_string = update.stop_string;
-        finished.push_back(std::move(done));
-      }
-    }
-  }
-  for (auto& req : finished) {
-    auto it = m.sequences.find(req->request_id);
-    if (it != m.sequences.end() && !it->second.checker.matcher().stopped()) {
-      it->second.checker.update(req->output_token_ids);
-    }
-    m.finish_sequence(std::move(req), &outputs);
-  }
-  m.stats.num_preemptions = static_cast<int64_t>(m.scheduler->num_preemptions());
-  return outputs;
 }
 
 void Engine::abort_request(const std::string& request_id) {
@@ -380,7 +295,20 @@ void Engine::abort_request(const std::string& request_id) {
 bool Engine::has_unfinished_requests() const {
   return impl_->scheduler->has_unfinished_requests() || !impl_->pending_outputs.empty();
 }
+Status Engine::check_invariants() const {
+  DI_RETURN_IF_ERROR(impl_->scheduler->check_invariants());
+  if (impl_->scheduler->has_unfinished_requests()) return OkStatus();
+  for (kv::StateKind k : kv::kAllStateKinds) {
+    if (impl_->kv->num_free_blocks(k) != impl_->kv->num_blocks(k)) {
+      return Internal(std::string("no request left but the '") + kv::state_kind_name(k) + "' pool has " +
+                      std::to_string(impl_->kv->num_blocks(k) - impl_->kv->num_free_blocks(k)) +
+                      " blocks in use");
+    }
+  }
+  return OkStatus();
+}
 const tokenizer::Tokenizer* Engine::tokenizer() const { return impl_->tokenizer.get(); }
+int64_t Engine::vocab_size() const { return impl_->model->info().vocab_size; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 EngineStats Engine::stats() const { return impl_->stats; }
 std::string Engine::model_dir() const { return impl_->model_dir; }

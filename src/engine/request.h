@@ -22,6 +22,9 @@
 
 namespace deepinfer::engine {
 
+// Stands for a token sampled by a step still in flight (see Request::num_output_placeholders).
+inline constexpr int32_t kPlaceholderToken = -1;
+
 enum class RequestStatus {
   kWaiting,
   kRunning,
@@ -58,8 +61,15 @@ struct Request {
   uint64_t seed = 0;              // params.seed, or derived from the engine seed and arrival_index
 
   RequestStatus status = RequestStatus::kWaiting;
+  // Leading tokens whose state is in the cache or is being computed by a step in flight: the
+  // scheduler advances it when it schedules a chunk (vLLM v1), not when the step returns.
   int64_t num_computed_tokens = 0;
+  // Tokens being sampled by steps in flight, not yet appended to output_token_ids (async
+  // scheduling: step N+1 is scheduled before step N's tokens are known). A chunk that reaches
+  // such a position carries kPlaceholderToken there until the engine fills it in.
+  int64_t num_output_placeholders = 0;
   int num_preemptions = 0;
+  bool ready = true;  // false: not admitted until the engine says so (grammar compiling)
   std::optional<int32_t> stop_token;  // EOS / stop token id that finished it
   std::string stop_string;            // stop string that finished it (set by the engine)
   std::string error;                  // why it failed (kFinishedError)
@@ -67,6 +77,7 @@ struct Request {
   int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt_token_ids.size()); }
   int64_t num_output_tokens() const { return static_cast<int64_t>(output_token_ids.size()); }
   int64_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
+  int64_t num_tokens_with_placeholders() const { return num_tokens() + num_output_placeholders; }
   int32_t token_at(int64_t position) const;  // over prompt then outputs
   bool finished() const { return is_finished(status); }
 };

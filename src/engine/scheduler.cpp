@@ -77,8 +77,25 @@ Status Scheduler::add_request(std::unique_ptr<Request> request) {
 }
 
 std::deque<Request*>::iterator Scheduler::next_waiting() {
-  if (config_.policy == SchedulingPolicy::kFcfs) return waiting_.begin();
-  return std::min_element(waiting_.begin(), waiting_.end(), before_in_priority);
+  // A request that is not ready (its grammar still compiling) is passed over; the others are not
+  // held up by it.
+  const auto ready = [](const Request* r) { return r->ready; };
+  if (config_.policy == SchedulingPolicy::kFcfs) return std::find_if(waiting_.begin(), waiting_.end(), ready);
+  auto best = waiting_.end();
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->ready && (best == waiting_.end() || before_in_priority(*it, *best))) best = it;
+  }
+  return best;
+}
+
+bool Scheduler::set_ready(const std::string& request_id, bool ready) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  DI_CHECK(ready || it->second->status == RequestStatus::kWaiting)
+      << "only a request that was never admitted can be held back; " << request_id << " is "
+      << request_status_name(it->second->status);
+  it->second->ready = ready;
+  return true;
 }
 
 Request* Scheduler::pick_victim() {
@@ -104,18 +121,20 @@ ScheduledChunk Scheduler::make_chunk(const Request& r, int64_t n, bool first) co
   c.start_position = r.num_computed_tokens;
   c.num_tokens = n;
   c.token_ids.reserve(static_cast<size_t>(n));
-  for (int64_t p = c.start_position; p < c.start_position + n; ++p) c.token_ids.push_back(r.token_at(p));
-  c.samples = c.start_position + n == r.num_tokens();
+  for (int64_t p = c.start_position; p < c.start_position + n; ++p) {
+    c.token_ids.push_back(p < r.num_tokens() ? r.token_at(p) : kPlaceholderToken);
+  }
+  c.samples = c.start_position + n == r.num_tokens_with_placeholders();
   c.is_first_chunk = first;
   c.seed = r.seed;
   c.sequence_index = r.sequence_index;
-  c.num_output_tokens = r.num_output_tokens();
+  // Output position of the token this chunk samples (placeholders included).
+  c.num_output_tokens = c.samples ? c.start_position + n - r.num_prompt_tokens() : r.num_output_tokens();
   c.block_tables = kv_->block_tables(r.key);
   return c;
 }
 
 SchedulerOutput Scheduler::schedule() {
-  DI_CHECK(in_flight_.empty()) << "schedule() called again before update_from_output()";
   SchedulerOutput out;
   out.step = next_step_++;
   out.finished_request_ids = std::move(finished_since_last_step_);
@@ -129,7 +148,8 @@ SchedulerOutput Scheduler::schedule() {
   for (Request* r : order) {
     if (budget == 0) break;
     if (r->status != RequestStatus::kRunning) continue;  // preempted earlier in this step
-    const int64_t n = std::min({r->num_tokens() - r->num_computed_tokens, budget,
+    if (will_finish_by_length(*r)) continue;  // its in-flight token is its last one
+    const int64_t n = std::min({r->num_tokens_with_placeholders() - r->num_computed_tokens, budget,
                                 config_.max_model_len - r->num_computed_tokens});
     if (n <= 0) continue;
     bool allocated = false;
@@ -154,7 +174,10 @@ SchedulerOutput Scheduler::schedule() {
   if (out.preempted_request_ids.empty()) {
     while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < config_.max_num_seqs) {
       auto it = next_waiting();
+      if (it == waiting_.end()) break;  // only requests that are not ready wait
       Request* r = *it;
+      // Preempted while its last token was in flight: it waits until that token is known.
+      if (r->num_output_placeholders > 0) break;
       int64_t n = std::min(r->num_tokens() - r->num_computed_tokens, config_.max_model_len - r->num_computed_tokens);
       if (!config_.enable_chunked_prefill && n > budget) break;
       n = std::min(n, budget);
@@ -172,9 +195,13 @@ SchedulerOutput Scheduler::schedule() {
 
   for (const auto& [r, n] : scheduled) out.chunks.push_back(make_chunk(*r, n, /*first=*/r->num_computed_tokens == 0));
   for (const auto& [r, n] : admitted) out.chunks.push_back(make_chunk(*r, n, /*first=*/true));
+  // The scheduled tokens count as computed from now on (their state is being computed), and every
+  // chunk that samples leaves a placeholder until its token is known (update_from_output).
   for (const ScheduledChunk& c : out.chunks) {
     out.total_num_scheduled_tokens += c.num_tokens;
-    in_flight_[c.key] = c.num_tokens;
+    Request* r = requests_.at(c.request_id).get();
+    r->num_computed_tokens += c.num_tokens;
+    if (c.samples) ++r->num_output_placeholders;
   }
   return out;
 }
@@ -187,13 +214,13 @@ std::vector<std::unique_ptr<Request>> Scheduler::update_from_output(const Schedu
   for (size_t i = 0; i < output.chunks.size(); ++i) {
     const ScheduledChunk& c = output.chunks[i];
     auto it = requests_.find(c.request_id);
-    if (it == requests_.end() || it->second->key != c.key || it->second->status != RequestStatus::kRunning) {
-      continue;  // aborted (or finished by a stop string) while the step ran
-    }
+    if (it == requests_.end() || it->second->key != c.key) continue;  // finished or aborted meanwhile
     Request* r = it->second.get();
-    DI_CHECK(r->num_computed_tokens == c.start_position) << "request " << r->request_id << " moved during the step";
-    r->num_computed_tokens += c.num_tokens;
     if (c.samples) {
+      // Also for a request preempted while this step ran (async scheduling): the token is valid
+      // and joins what it recomputes.
+      DI_CHECK(r->num_output_placeholders > 0) << "request " << r->request_id << " got a token it did not wait for";
+      --r->num_output_placeholders;
       r->output_token_ids.push_back(sampled_token_ids[i]);
       const sample::TokenStopResult stop = sample::check_token_stop(
           r->params, r->output_token_ids, r->num_tokens(), r->eos_token_id, config_.max_model_len);
@@ -206,10 +233,41 @@ std::vector<std::unique_ptr<Request>> Scheduler::update_from_output(const Schedu
         continue;
       }
     }
-    kv_->free_skipped_blocks(r->key, r->num_computed_tokens);
+    // Window rows below this chunk's end minus the window are dead for every later step.
+    if (r->status == RequestStatus::kRunning) kv_->free_skipped_blocks(r->key, c.start_position + c.num_tokens);
   }
-  in_flight_.clear();
   return finished;
+}
+
+void Scheduler::fill_placeholders(SchedulerOutput* next) const {
+  std::vector<ScheduledChunk> kept;
+  kept.reserve(next->chunks.size());
+  next->total_num_scheduled_tokens = 0;
+  for (ScheduledChunk& c : next->chunks) {
+    const Request* r = get_request(c.request_id);
+    // Finished (a token stop of the previous step, an abort, a stop string): its slots are already
+    // back in the pool and its chunk is dropped. Preemption only happens inside schedule(), so a
+    // request that still exists with the same key is running.
+    if (r == nullptr || r->key != c.key) continue;
+    DI_CHECK(r->status == RequestStatus::kRunning) << "request " << r->request_id << " is " << request_status_name(r->status);
+    for (size_t j = 0; j < c.token_ids.size(); ++j) {
+      if (c.token_ids[j] != kPlaceholderToken) continue;
+      const int64_t p = c.start_position + static_cast<int64_t>(j);
+      DI_CHECK(p < r->num_tokens()) << "request " << r->request_id << ": token at position " << p
+                                    << " is still unknown";
+      c.token_ids[j] = r->token_at(p);
+    }
+    next->total_num_scheduled_tokens += c.num_tokens;
+    kept.push_back(std::move(c));
+  }
+  next->chunks = std::move(kept);
+}
+
+bool Scheduler::will_finish_by_length(const Request& r) const {
+  if (r.num_output_placeholders == 0) return false;
+  if (r.num_tokens_with_placeholders() >= config_.max_model_len) return true;
+  return r.params.max_tokens.has_value() &&
+         r.num_output_tokens() + r.num_output_placeholders >= *r.params.max_tokens;
 }
 
 std::unique_ptr<Request> Scheduler::remove(Request* r) {
@@ -261,11 +319,10 @@ Status Scheduler::check_invariants() const {
   for (const Request* r : running_) {
     if (r->status != RequestStatus::kRunning) return Internal("request " + r->request_id + " in running queue is " + request_status_name(r->status));
     by_key[r->key] = r;
-    auto f = in_flight_.find(r->key);
-    const int64_t covered = r->num_computed_tokens + (f == in_flight_.end() ? 0 : f->second);
-    if (covered > r->num_tokens() || covered > config_.max_model_len) {
+    const int64_t covered = r->num_computed_tokens;
+    if (covered > r->num_tokens_with_placeholders() || covered > config_.max_model_len) {
       return Internal("request " + r->request_id + " covers " + std::to_string(covered) + " tokens, has " +
-                      std::to_string(r->num_tokens()));
+                      std::to_string(r->num_tokens_with_placeholders()));
     }
     for (kv::StateKind kind : kv::kAllStateKinds) {
       const kv::StateManager* m = kv_->manager(kind);

@@ -9,6 +9,15 @@
 //   ... runner executes `out`, sampler draws one token per chunk with `samples` ...
 //   auto finished = scheduler.update_from_output(out, sampled_token_ids);
 //
+// Async scheduling (vLLM v1): schedule() may run again while the previous step is in flight.
+// Scheduled tokens count as computed when scheduled, and each sampling chunk leaves an output
+// placeholder, so the next schedule() gives a decoding request its next position with
+// kPlaceholderToken as the token. After the previous step's update_from_output,
+// fill_placeholders(&next) puts the real tokens in and drops requests that finished meanwhile:
+//   SchedulerOutput n0 = schedule();            launch(n0)
+//   SchedulerOutput n1 = schedule();            (while n0 runs)
+//   update_from_output(n0, tokens0);  fill_placeholders(&n1);  launch(n1)  ...
+//
 // Policy (see docs/engine.md):
 //  1. Running requests, in running order: each gets min(remaining, budget left, max_model_len -
 //     computed) tokens. If the cache has no room, the lowest-priority running request (FCFS: the
@@ -62,12 +71,18 @@ class Scheduler {
   SchedulerOutput schedule();
 
   // Applies a completed step. `sampled_token_ids[i]` is the token drawn for `output.chunks[i]`
-  // (ignored for chunks that do not sample). Advances num_computed_tokens, appends tokens, checks
-  // token stops (EOS, stop ids, max_tokens, max_model_len), frees out-of-window blocks, and returns
-  // the requests that finished (ownership passes to the caller). Chunks of requests aborted
-  // meanwhile are skipped.
+  // (ignored for chunks that do not sample). Replaces the request's placeholder by the token,
+  // checks token stops (EOS, stop ids, max_tokens, max_model_len), frees out-of-window blocks, and
+  // returns the requests that finished (ownership passes to the caller). Chunks of requests
+  // finished or aborted meanwhile are skipped; a request preempted meanwhile keeps its token.
   std::vector<std::unique_ptr<Request>> update_from_output(const SchedulerOutput& output,
                                                            std::span<const int32_t> sampled_token_ids);
+
+  // Async scheduling: `next` was scheduled while the step before it was in flight; that step's
+  // update_from_output has now run. Drops the chunks of requests that finished or were aborted
+  // meanwhile (their slots are already free) and replaces every kPlaceholderToken by the sampled
+  // token. With synchronous scheduling there is nothing to do.
+  void fill_placeholders(SchedulerOutput* next) const;
 
   // Ends a request from outside: abort (client gone) or a stop string found by the detokenizer
   // (reason kStop). Returns the request, or nullptr if no such unfinished request exists.
@@ -75,6 +90,10 @@ class Scheduler {
   std::unique_ptr<Request> abort_request(const std::string& request_id) {
     return finish_request(request_id, sample::FinishReason::kAbort);
   }
+
+  // A waiting request that is not ready (e.g. its structured-output grammar is still compiling) is
+  // not admitted; requests behind it are. Returns false for an unknown id.
+  bool set_ready(const std::string& request_id, bool ready);
 
   const Request* get_request(const std::string& request_id) const;
   size_t num_waiting() const { return waiting_.size(); }
@@ -86,8 +105,8 @@ class Scheduler {
   uint64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
 
-  // For tests: every running request holds KV tables covering exactly its computed tokens (plus the
-  // scheduled ones between schedule() and update), waiting ones hold none, no table belongs to an
+  // For tests: every running request holds KV tables covering exactly its computed tokens (which
+  // include the scheduled ones until their step is applied), waiting ones hold none, no table belongs to an
   // unknown request, the cache passes its integrity check, and the caps hold.
   Status check_invariants() const;
 
@@ -97,6 +116,8 @@ class Scheduler {
   std::deque<Request*>::iterator next_waiting();
   std::unique_ptr<Request> remove(Request* request);  // from queues and the id map; frees its blocks
   ScheduledChunk make_chunk(const Request& request, int64_t num_tokens, bool first) const;
+  // Its in-flight token will end it (max_tokens or max_model_len): nothing more to schedule.
+  bool will_finish_by_length(const Request& request) const;
 
   SchedulerConfig config_;
   kv::KvCacheCoordinator* kv_;
@@ -107,8 +128,6 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   uint64_t next_step_ = 0;
   uint64_t num_preemptions_ = 0;
-  // Between schedule() and update_from_output(): tokens scheduled per request key.
-  std::unordered_map<kv::RequestKey, int64_t> in_flight_;
 };
 
 }  // namespace deepinfer::engine

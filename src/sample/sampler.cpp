@@ -1,6 +1,7 @@
 #include "sample/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -49,6 +50,29 @@ std::vector<float> log_softmax(std::span<const float> logits) {
     out[i] = static_cast<float>(static_cast<double>(logits[i]) - log_z);
   }
   return out;
+}
+
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> mask) {
+  DI_CHECK(mask.size() * 32 >= logits.size()) << "token mask has " << mask.size() << " words for "
+                                               << logits.size() << " logits";
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 32 < n; ++w) {
+    const uint32_t bits = mask[w];
+    if (bits == 0xffffffffu) continue;
+    const size_t end = std::min(n, w * 32 + 32);
+    for (size_t t = w * 32; t < end; ++t) {
+      if (((bits >> (t & 31)) & 1u) == 0) logits[t] = kNegInf;
+    }
+  }
+}
+
+int32_t first_allowed_token(std::span<const uint32_t> mask, int64_t vocab_size) {
+  for (size_t w = 0; w < mask.size() && static_cast<int64_t>(w) * 32 < vocab_size; ++w) {
+    if (mask[w] == 0) continue;
+    const int64_t t = static_cast<int64_t>(w) * 32 + std::countr_zero(mask[w]);
+    return t < vocab_size ? static_cast<int32_t>(t) : -1;
+  }
+  return -1;
 }
 
 int32_t argmax_lowest_id(std::span<const float> logits) {
@@ -141,6 +165,8 @@ SampledToken Sampler::sample_row(std::span<const float> row_logits, const Sample
 
   std::vector<float> logits(row_logits.begin(), row_logits.end());
   const auto vocab = static_cast<int64_t>(logits.size());
+  const bool masked = !row.allowed_token_mask.empty();
+  if (masked) apply_token_mask(logits, row.allowed_token_mask);
   for (const auto& [t, bias] : params.logit_bias) {
     if (t >= 0 && t < vocab) logits[t] += bias;
   }
@@ -154,6 +180,9 @@ SampledToken Sampler::sample_row(std::span<const float> row_logits, const Sample
 
   if (params.is_greedy()) {
     result.token = argmax_lowest_id(logits);
+    if (masked && logits[static_cast<size_t>(result.token)] == kNegInf) {
+      result.token = first_allowed_token(row.allowed_token_mask, vocab);  // every allowed one is -inf
+    }
   } else {
     const float inv_t = 1.0f / params.temperature;
     for (float& v : logits) v *= inv_t;
@@ -163,7 +192,9 @@ SampledToken Sampler::sample_row(std::span<const float> row_logits, const Sample
     // Exponential race over the kept tokens (scale-free, so no normalisation is needed).
     const float m = max_finite_or_neg_inf(logits);
     if (m == kNegInf) {
-      result.token = argmax_lowest_id(logits);  // everything suppressed: deterministic fallback (id 0)
+      // Everything suppressed: deterministic fallback (id 0, or the lowest allowed id).
+      result.token =
+          masked ? first_allowed_token(row.allowed_token_mask, vocab) : argmax_lowest_id(logits);
     } else {
       double best_score = -1.0;
       int32_t best = -1;
@@ -182,6 +213,7 @@ SampledToken Sampler::sample_row(std::span<const float> row_logits, const Sample
     }
   }
 
+  DI_CHECK(result.token >= 0) << "allowed_token_mask allows no token (Sampler::sample checks this)";
   if (want_logprobs) {
     if (options_.logprobs_mode == LogprobsMode::kRaw) {
       fill_top_logprobs(raw_logprobs, result.token, *params.logprobs, &result);
@@ -203,6 +235,20 @@ StatusOr<std::vector<SampledToken>> Sampler::sample(std::span<const float> logit
   out.reserve(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r].params == nullptr) return InvalidArgument("Sampler: row " + std::to_string(r) + " has no SamplingParams");
+    const auto& mask = rows[r].allowed_token_mask;
+    if (!mask.empty()) {
+      const size_t words = (static_cast<size_t>(vocab_size) + 31) / 32;
+      if (mask.size() < words) {
+        return InvalidArgument("Sampler: row " + std::to_string(r) + " allowed_token_mask has " +
+                               std::to_string(mask.size()) + " words, expected ceil(" +
+                               std::to_string(vocab_size) + " / 32) = " + std::to_string(words));
+      }
+      if (first_allowed_token(mask, vocab_size) < 0) {
+        return InvalidArgument("Sampler: row " + std::to_string(r) +
+                               " allowed_token_mask allows no token below vocab_size " +
+                               std::to_string(vocab_size));
+      }
+    }
     out.push_back(sample_row(logits.subspan(r * static_cast<size_t>(vocab_size), static_cast<size_t>(vocab_size)),
                              rows[r]));
   }

@@ -2,6 +2,13 @@
 //
 // Per row (params = that row's SamplingParams):
 //   1. raw logprobs   = log_softmax(logits)                    (if logprobs requested, mode kRaw)
+//   1b. token mask    : if the row has an allowed_token_mask (structured outputs), logits[t] = -inf
+//                       for every t whose bit is clear. Applied before anything that can pick a
+//                       token, so no later step can revive a disallowed token (bias, penalties and
+//                       temperature keep -inf; min-p/top-k/top-p only drop tokens). If every allowed
+//                       token ends at -inf (e.g. raw -inf logits, or min_tokens suppressing an EOS
+//                       the grammar requires), the row falls back to the lowest allowed id, never
+//                       to a disallowed one.
 //   2. logit_bias     : logits[t] += bias[t]
 //   3. min_tokens     : while fewer than min_tokens outputs, EOS and stop_token_ids -> -inf
 //   4. penalties      : repetition (HF: over prompt+output; l>0 ? l/r : l*r), then
@@ -14,9 +21,11 @@
 //  10. draw           : exponential race: argmax_t p(t) / E_t with E_t = -ln U_t,
 //                       U_t = token_uniform(seed, sequence_index, output_position, t) (see rng.h);
 //                       P(t wins) = p(t). Ties -> lowest id.
-// Logprobs (vLLM's default `logprobs_mode=raw_logprobs`): of the raw model logits, step 1. With
-// LogprobsMode::kProcessed they are the log_softmax of the row after step 9 (after step 4 for
-// greedy rows), so filtered-out tokens have -inf.
+// Logprobs (vLLM's default `logprobs_mode=raw_logprobs`): of the raw model logits, step 1 — also
+// for masked rows: the logprob of the sampled token is the model's, before the grammar mask (as
+// vLLM returns them). With LogprobsMode::kProcessed they are the log_softmax of the row after
+// step 9 (after step 4 for greedy rows), so masked and filtered-out tokens have -inf.
+// Rows without a mask take exactly the path they took before masks existed (bit-identical).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +49,9 @@ struct SampleRow {
   std::span<const int32_t> prompt_token_ids;    // for the repetition penalty
   std::span<const int32_t> output_token_ids;    // tokens generated so far; its size is the output position
   int32_t eos_token_id = -1;                    // < 0: the model has none
+  // Structured outputs: [ceil(vocab_size / 32)] words, bit (t & 31) of word (t >> 5) set when
+  // token t may be sampled (GrammarMatcher::fill_mask's layout). Empty = unconstrained.
+  std::span<const uint32_t> allowed_token_mask;
 };
 
 struct TokenLogprob {
@@ -65,7 +77,8 @@ class Sampler {
   explicit Sampler(SamplerOptions options = {}) : options_(options) {}
 
   // logits: [rows.size(), vocab_size] row-major fp32. Returns one SampledToken per row, or
-  // InvalidArgument if the shapes disagree or a row has no params.
+  // InvalidArgument if the shapes disagree, a row has no params, or a row's allowed_token_mask is
+  // shorter than ceil(vocab_size / 32) words or allows no token below vocab_size.
   StatusOr<std::vector<SampledToken>> sample(std::span<const float> logits, int64_t vocab_size,
                                              std::span<const SampleRow> rows) const;
 
@@ -83,6 +96,10 @@ void apply_min_p(std::span<float> logits, float min_p);
 void apply_top_k(std::span<float> logits, int top_k);
 void apply_top_p(std::span<float> logits, float top_p);
 std::vector<float> log_softmax(std::span<const float> logits);
+// logits[t] = -inf where bit t of `mask` is clear. mask: [>= ceil(logits.size() / 32)] words.
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> mask);
+// Lowest t < vocab_size whose bit is set in `mask`; -1 if none.
+int32_t first_allowed_token(std::span<const uint32_t> mask, int64_t vocab_size);
 int32_t argmax_lowest_id(std::span<const float> logits);
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace deepinfer {
 namespace {
@@ -16,6 +18,63 @@ Status field_error(const char* field, const char* range, T got) {
 bool finite(float v) { return std::isfinite(v); }
 
 }  // namespace
+
+const char* StructuredOutputsParams::kind() const {
+  if (json) return "json";
+  if (regex) return "regex";
+  if (grammar) return "grammar";
+  if (json_object) return "json_object";
+  return "";
+}
+
+Status StructuredOutputsParams::validate() const {
+  std::vector<const char*> set;
+  if (json) set.push_back("json");
+  if (regex) set.push_back("regex");
+  if (grammar) set.push_back("grammar");
+  if (json_object) set.push_back("json_object");
+  if (set.empty()) {
+    return InvalidArgument(
+        "SamplingParams.structured_outputs sets none of 'json', 'regex', 'grammar', 'json_object'; "
+        "set exactly one");
+  }
+  if (set.size() > 1) {
+    std::string names;
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (i > 0) names += (i + 1 == set.size()) ? "' and '" : "', '";
+      names += set[i];
+    }
+    return InvalidArgument("SamplingParams.structured_outputs sets '" + names +
+                           "' (more than one); set exactly one");
+  }
+  auto empty = [](const char* field, const char* expected) {
+    return InvalidArgument(std::string("SamplingParams.structured_outputs.") + field +
+                           " is empty (expected " + expected + ")");
+  };
+  if (json && json->empty()) return empty("json", "JSON Schema text");
+  if (regex && regex->empty()) return empty("regex", "a regular expression");
+  if (grammar && grammar->empty()) return empty("grammar", "GBNF or Lark text");
+  if (grammar_syntax != GrammarSyntax::kAuto && !grammar) {
+    return InvalidArgument(
+        "SamplingParams.structured_outputs.grammar_syntax is set but 'grammar' is not");
+  }
+  return OkStatus();
+}
+
+std::string StructuredOutputsParams::cache_key() const {
+  std::string key = kind();
+  key += '|';
+  if (json || json_object) {
+    key += lenient ? 'L' : 'S';
+    key += whitespace == Whitespace::kCompact ? 'C' : 'F';
+  }
+  if (grammar) key += static_cast<char>('0' + static_cast<int>(grammar_syntax));
+  key += '|';
+  if (json) key += *json;
+  if (regex) key += *regex;
+  if (grammar) key += *grammar;
+  return key;
+}
 
 Status SamplingParams::validate() const {
   if (n < 1) return field_error("n", "at least 1", n);
@@ -59,6 +118,7 @@ Status SamplingParams::validate() const {
   if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
     return field_error("logprobs", "in [0, 20] (or unset)", *logprobs);
   }
+  if (structured_outputs.has_value()) DI_RETURN_IF_ERROR(structured_outputs->validate());
   return OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 
 #include "engine/scheduler.h"
@@ -33,7 +34,29 @@ struct Spec {
   SamplingParams params;
 };
 
-std::map<std::string, std::vector<int32_t>> run(const std::vector<Spec>& specs, int csa_blocks, uint64_t* preemptions) {
+std::vector<int32_t> sample_step(const Scheduler& s, const SchedulerOutput& so, const sample::Sampler& sampler) {
+  std::vector<int32_t> tokens(so.chunks.size(), -1);
+  for (size_t i = 0; i < so.chunks.size(); ++i) {
+    const ScheduledChunk& ch = so.chunks[i];
+    if (!ch.samples) continue;
+    const Request* r = s.get_request(ch.request_id);
+    if (r == nullptr) continue;
+    sample::SampleRow row;
+    row.params = &r->params;
+    row.seed = ch.seed;
+    row.sequence_index = ch.sequence_index;
+    row.prompt_token_ids = r->prompt_token_ids;
+    row.output_token_ids = r->output_token_ids;
+    EXPECT_EQ(static_cast<int64_t>(r->output_token_ids.size()), ch.num_output_tokens);
+    tokens[i] = sampler.sample_row(fake_logits(*r), row).token;
+  }
+  return tokens;
+}
+
+// async: each step is scheduled while the previous one is "in flight" (placeholders, then
+// fill_placeholders), as the engine does with async scheduling.
+std::map<std::string, std::vector<int32_t>> run(const std::vector<Spec>& specs, int csa_blocks, uint64_t* preemptions,
+                                                bool async = false) {
   SchedulerConfig c;
   c.max_num_batched_tokens = 32;
   c.max_num_seqs = 32;
@@ -46,23 +69,18 @@ std::map<std::string, std::vector<int32_t>> run(const std::vector<Spec>& specs, 
   }
   sample::Sampler sampler;
   std::map<std::string, std::vector<int32_t>> out;
+  std::optional<SchedulerOutput> in_flight;
   while (s.has_unfinished_requests()) {
-    SchedulerOutput so = s.schedule();
-    std::vector<int32_t> tokens(so.chunks.size(), -1);
-    for (size_t i = 0; i < so.chunks.size(); ++i) {
-      const ScheduledChunk& ch = so.chunks[i];
-      if (!ch.samples) continue;
-      const Request* r = s.get_request(ch.request_id);
-      sample::SampleRow row;
-      row.params = &r->params;
-      row.seed = ch.seed;
-      row.sequence_index = ch.sequence_index;
-      row.prompt_token_ids = r->prompt_token_ids;
-      row.output_token_ids = r->output_token_ids;
-      EXPECT_EQ(static_cast<int64_t>(r->output_token_ids.size()), ch.num_output_tokens);
-      tokens[i] = sampler.sample_row(fake_logits(*r), row).token;
+    if (!in_flight) in_flight = s.schedule();
+    std::optional<SchedulerOutput> next;
+    if (async) next = s.schedule();
+    const std::vector<int32_t> tokens = sample_step(s, *in_flight, sampler);
+    for (auto& r : s.update_from_output(*in_flight, tokens)) out[r->request_id] = r->output_token_ids;
+    in_flight.reset();
+    if (next) {
+      s.fill_placeholders(&*next);
+      if (!next->empty()) in_flight = std::move(next);
     }
-    for (auto& r : s.update_from_output(so, tokens)) out[r->request_id] = r->output_token_ids;
     const Status inv = s.check_invariants();
     EXPECT_TRUE(inv.ok()) << inv.to_string();
     if (::testing::Test::HasFailure()) break;
@@ -97,11 +115,19 @@ TEST(BatchInvariance, SeededAndGreedyRequestsGiveTheSameTokensAloneAndBatched) {
   const auto batched = run(specs, 40, &batched_preemptions);
   EXPECT_GT(batched_preemptions, 0u);
   ASSERT_EQ(batched.size(), specs.size());
+  // Async scheduling (placeholders for the tokens in flight) changes nothing either.
+  uint64_t async_preemptions = 0;
+  const auto batched_async = run(specs, 40, &async_preemptions, /*async=*/true);
+  EXPECT_GT(async_preemptions, 0u);
+  ASSERT_EQ(batched_async.size(), specs.size());
   for (const Spec& s : specs) {
     const auto alone = run({s}, 40, &alone_preemptions);
     ASSERT_EQ(alone.size(), 1u);
     EXPECT_EQ(batched.at(s.id), alone.at(s.id)) << s.id;
+    EXPECT_EQ(batched_async.at(s.id), alone.at(s.id)) << s.id << " (async)";
     EXPECT_EQ(alone_preemptions, 0u);
+    const auto alone_async = run({s}, 40, &alone_preemptions, /*async=*/true);
+    EXPECT_EQ(alone_async.at(s.id), alone.at(s.id)) << s.id << " (alone, async)";
   }
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,32 +58,70 @@ inline std::string describe(const SchedulerOutput& out) {
   return os.str();
 }
 
-struct Harness {
-  Harness(SchedulerConfig cfg, std::unique_ptr<kv::KvCacheCoordinator> kv_in)
-      : kv(std::move(kv_in)), scheduler(cfg, kv.get()) {}
+// The token a request holds at `position` under the fake model (prompts are 100, 101, ...).
+inline int32_t expected_token_at(const Request& r, int64_t position) {
+  return position < r.num_prompt_tokens() ? 100 + static_cast<int32_t>(position)
+                                          : fake_token(r.request_id, position - r.num_prompt_tokens());
+}
 
-  // One step; returns the description of what was scheduled; finished requests go to `finished`.
-  std::string step() {
-    SchedulerOutput out = scheduler.schedule();
-    last = out;
-    const Status s1 = scheduler.check_invariants();
-    EXPECT_TRUE(s1.ok()) << "after schedule " << out.step << ": " << s1.to_string();
+struct Harness {
+  Harness(SchedulerConfig cfg, std::unique_ptr<kv::KvCacheCoordinator> kv_in, bool async_in = false)
+      : kv(std::move(kv_in)), scheduler(cfg, kv.get()), async(async_in) {}
+
+  void check(const char* when, uint64_t step) {
+    const Status s = scheduler.check_invariants();
+    EXPECT_TRUE(s.ok()) << when << " " << step << ": " << s.to_string();
+  }
+
+  // Every chunk about to run carries exactly the fake model's tokens (no placeholder left).
+  void check_tokens(const SchedulerOutput& out) {
     EXPECT_LE(out.total_num_scheduled_tokens, scheduler.config().max_num_batched_tokens);
     EXPECT_LE(static_cast<int>(out.chunks.size()), scheduler.config().max_num_seqs);
-    std::vector<int32_t> sampled;
     for (const auto& c : out.chunks) {
-      EXPECT_EQ(static_cast<int64_t>(c.token_ids.size()), c.num_tokens);
-      sampled.push_back(fake_token(c.request_id, c.num_output_tokens));
+      ASSERT_EQ(static_cast<int64_t>(c.token_ids.size()), c.num_tokens);
+      const Request* r = scheduler.get_request(c.request_id);
+      ASSERT_NE(r, nullptr) << c.request_id;
+      for (int64_t j = 0; j < c.num_tokens; ++j) {
+        ASSERT_EQ(c.token_ids[j], expected_token_at(*r, c.start_position + j))
+            << c.request_id << " position " << c.start_position + j << " of step " << out.step;
+      }
     }
+  }
+
+  // One step; returns the description of what was computed; finished requests go to `finished`.
+  // Synchronous: schedule, run, update. Async (vLLM v1 style, one step in flight): the next step is
+  // scheduled before this one's tokens are applied, then its placeholders are filled.
+  std::string step() {
+    if (!in_flight) {
+      in_flight = scheduler.schedule();
+      check("after schedule", in_flight->step);
+      if (!async) check_tokens(*in_flight);
+    }
+    SchedulerOutput out = std::move(*in_flight);
+    in_flight.reset();
+    std::optional<SchedulerOutput> next;
+    if (async) {
+      next = scheduler.schedule();
+      check("after scheduling ahead", next->step);
+    }
+    last = out;
+    std::vector<int32_t> sampled;
+    for (const auto& c : out.chunks) sampled.push_back(fake_token(c.request_id, c.num_output_tokens));
     if (before_update) before_update(out);
     for (auto& r : scheduler.update_from_output(out, sampled)) finished[r->request_id] = std::move(r);
-    const Status s2 = scheduler.check_invariants();
-    EXPECT_TRUE(s2.ok()) << "after update " << out.step << ": " << s2.to_string();
+    check("after update", out.step);
+    if (next) {
+      scheduler.fill_placeholders(&*next);
+      check_tokens(*next);
+      if (!next->empty()) in_flight = std::move(next);
+    }
     return describe(out);
   }
 
   std::unique_ptr<kv::KvCacheCoordinator> kv;
   Scheduler scheduler;
+  bool async = false;
+  std::optional<SchedulerOutput> in_flight;  // async: the step whose forward "runs"
   SchedulerOutput last;
   std::map<std::string, std::unique_ptr<Request>> finished;
   std::function<void(const SchedulerOutput&)> before_update;

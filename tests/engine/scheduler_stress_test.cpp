@@ -23,8 +23,9 @@ std::string rid(uint64_t i) {
   return s;
 }
 
-void soak(SchedulingPolicy policy, bool chunked, unsigned seed, int num_requests) {
-  SCOPED_TRACE("random seed " + std::to_string(seed) + (chunked ? " chunked" : " whole prompts"));
+void soak(SchedulingPolicy policy, bool chunked, unsigned seed, int num_requests, bool async = false) {
+  SCOPED_TRACE("random seed " + std::to_string(seed) + (chunked ? " chunked" : " whole prompts") +
+               (async ? " async" : ""));
   std::mt19937 gen(seed);
   SchedulerConfig c;
   c.max_model_len = 48;
@@ -33,7 +34,7 @@ void soak(SchedulingPolicy policy, bool chunked, unsigned seed, int num_requests
   c.enable_chunked_prefill = chunked;
   c.policy = policy;
   // Window: 6 x (ceil(7/4)+2) + ceil(48/4) = 36 blocks never run out; CSA (8 tokens/block) is tight.
-  Harness h(c, make_kv(36, 14, 6, 6));
+  Harness h(c, make_kv(36, 14, 6, 6), async);
   std::set<std::string> added, aborted;
   int next = 0, steps = 0;
   while ((next < num_requests || h.scheduler.has_unfinished_requests()) && steps < 200000) {
@@ -87,6 +88,11 @@ void soak(SchedulingPolicy policy, bool chunked, unsigned seed, int num_requests
 TEST(SchedulerStress, FcfsChunked) { soak(SchedulingPolicy::kFcfs, true, std::random_device{}(), 2000); }
 TEST(SchedulerStress, PriorityChunked) { soak(SchedulingPolicy::kPriority, true, std::random_device{}(), 1000); }
 TEST(SchedulerStress, FcfsWholePrompts) { soak(SchedulingPolicy::kFcfs, false, std::random_device{}(), 1000); }
+// Async scheduling: each step is scheduled while the previous one is in flight (placeholders for
+// its tokens), with aborts landing between the two; same guarantees.
+TEST(SchedulerStress, FcfsChunkedAsync) { soak(SchedulingPolicy::kFcfs, true, std::random_device{}(), 2000, true); }
+TEST(SchedulerStress, PriorityChunkedAsync) { soak(SchedulingPolicy::kPriority, true, std::random_device{}(), 1000, true); }
+TEST(SchedulerStress, FcfsWholePromptsAsync) { soak(SchedulingPolicy::kFcfs, false, std::random_device{}(), 1000, true); }
 
 }  // namespace
 }  // namespace deepinfer::engine

@@ -304,5 +304,20 @@ TEST(Request, SequencesOfOneRequest) {
   EXPECT_EQ(out.chunks[1].sequence_index, 1u);
 }
 
+TEST(Scheduler, RequestNotReadyIsPassedOverUntilReady) {
+  // B's grammar is "compiling": A and C run, B waits without holding anyone up, then joins.
+  Harness h(config(64, 4), make_kv(100, 100, 10, 8));
+  for (const char* id : {"A", "B", "C"}) ASSERT_TRUE(h.scheduler.add_request(make_request(id, 4, 2)).ok());
+  ASSERT_TRUE(h.scheduler.set_ready("B", false));
+  EXPECT_FALSE(h.scheduler.set_ready("nobody", true));
+  EXPECT_EQ(h.step(), "A:0+4s C:0+4s");
+  EXPECT_EQ(h.scheduler.waiting_ids(), (Ids{"B"}));
+  ASSERT_TRUE(h.scheduler.set_ready("B", true));
+  EXPECT_EQ(h.step(), "A:4+1s C:4+1s B:0+4s");
+  EXPECT_EQ(h.step(), "B:4+1s");
+  EXPECT_EQ(h.finished.size(), 3u);
+  expect_all_free(*h.kv);
+}
+
 }  // namespace
 }  // namespace deepinfer::engine

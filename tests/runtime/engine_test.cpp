@@ -1,6 +1,6 @@
 // End-to-end engine tests on the real trained tiny DeepSeek-V4 (tests/data/models/
-// deepseek-v4-tiny-stories) and stories260K: exact greedy tokens against the reference, batched =
-// alone under preemption, seeded sampling independent of the batch, bad requests failing alone.
+// deepseek-v4-tiny-stories): exact greedy tokens against the reference, seeded sampling
+// independent of the batch, bad requests failing alone, stop strings, aborts.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -20,7 +20,6 @@ namespace {
 const bool kQuietLogs = (set_log_level(LogLevel::kWarning), true);
 
 const char* kTinyV4 = "tests/data/models/deepseek-v4-tiny-stories";
-const char* kStories260K = "tests/data/models/stories260K/hf";
 
 std::vector<int32_t> read_ids(const io::SafetensorsFile& f, const std::string& name) {
   const io::TensorInfo* t = f.find(name);
@@ -78,67 +77,8 @@ TEST(Engine, TinyStoriesGreedyMatchesReference) {
   EXPECT_NE((*outs)[0].outputs[0].text.find(' '), std::string::npos);
 }
 
-// 40 requests of mixed lengths under a cache budget so tight that requests are preempted and
-// recomputed: every greedy output equals the same request run alone.
-void check_batched_equals_alone(const std::string& model, uint32_t seed) {
-  SCOPED_TRACE(model + " seed " + std::to_string(seed));
-  std::mt19937 rng(seed);
-  auto alone_llm = make_llm(model);
-  ASSERT_TRUE(alone_llm);
-  const auto* tok = alone_llm->engine().tokenizer();
-  const int vocab = tok->vocab_size();
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<SamplingParams> params;
-  for (int i = 0; i < 40; ++i) {
-    std::vector<int32_t> p{1};  // BOS of both tiny models
-    const int len = 1 + static_cast<int>(rng() % 60);
-    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
-    prompts.push_back(p);
-    params.push_back(greedy(4 + static_cast<int>(rng() % 28)));
-  }
-  std::vector<std::vector<int32_t>> alone;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto o = alone_llm->generate(std::vector<std::vector<int32_t>>{prompts[i]}, params[i]);
-    ASSERT_TRUE(o.ok());
-    alone.push_back((*o)[0].outputs[0].token_ids);
-  }
-  // The smallest budget the engine accepts for max_model_len 128 (binary search): so tight that
-  // the requests cannot all hold their cache at once.
-  auto make = [&](int64_t budget) -> std::unique_ptr<LLM> {
-    EngineConfig cfg;
-    cfg.model = model;
-    cfg.kv_cache_memory = budget;
-    cfg.max_num_seqs = 32;
-    cfg.max_model_len = 128;
-    cfg.max_num_batched_tokens = 512;
-    cfg.block_size = 8;
-    cfg.compressed_entries_per_block = 2;  // small blocks: decode keeps asking for more
-    auto l = LLM::create(cfg);
-    return l.ok() ? std::move(l).value() : nullptr;
-  };
-  int64_t lo = 1 << 10, hi = int64_t{1} << 30;  // make(lo) fails, make(hi) succeeds
-  while (hi - lo > 1024) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (make(mid) ? hi : lo) = mid;
-  }
-  std::unique_ptr<LLM> batched = make(hi);
-  ASSERT_TRUE(batched);
-  auto outs = batched->generate(prompts, params);
-  ASSERT_TRUE(outs.ok()) << outs.status().to_string();
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ASSERT_TRUE((*outs)[i].error.empty()) << (*outs)[i].error;
-    EXPECT_EQ((*outs)[i].outputs[0].token_ids, alone[i]) << "request " << i;
-  }
-  EXPECT_GT(batched->engine().stats().num_preemptions, 0) << "the budget was meant to force preemption";
-}
-
-TEST(Engine, BatchedEqualsAloneWithPreemptionTinyV4) {
-  check_batched_equals_alone(kTinyV4, std::random_device{}());
-}
-
-TEST(Engine, BatchedEqualsAloneWithPreemptionStories260K) {
-  check_batched_equals_alone(kStories260K, std::random_device{}());
-}
+// Batched == alone under preemption (greedy and seeded, async scheduling on and off) lives in
+// batch_equivalence_test.cpp.
 
 TEST(Engine, SeededSamplingIndependentOfBatch) {
   auto llm = make_llm(kTinyV4);
@@ -224,6 +164,88 @@ TEST(Engine, StopStringsTruncateTheText) {
   auto refused = llm->generate(std::vector<std::string>{"Once upon a time"}, raw);
   ASSERT_TRUE(refused.ok());
   EXPECT_NE((*refused)[0].error.find("detokenize"), std::string::npos) << (*refused)[0].error;
+}
+
+// Async scheduling: aborts land while a step is in flight (step() returns with the next forward
+// running); the aborted request reports "abort" with the tokens it had, the others are unchanged,
+// and an engine destroyed with a forward in flight shuts down cleanly.
+TEST(Engine, AbortWhileAStepIsInFlight) {
+  EngineConfig cfg;
+  cfg.model = kTinyV4;
+  cfg.kv_cache_memory = int64_t{64} << 20;
+  cfg.max_model_len = 128;
+  cfg.async_scheduling = true;
+  auto engine_or = Engine::create(cfg);
+  ASSERT_TRUE(engine_or.ok()) << engine_or.status().to_string();
+  auto& engine = **engine_or;
+  const std::vector<std::vector<int32_t>> prompts{{1, 400, 80, 100}, {1, 30, 31}, {1, 77, 78, 79, 80}};
+  std::map<std::string, std::vector<int32_t>> alone;
+  {
+    cfg.async_scheduling = false;
+    auto ref = LLM::create(cfg);
+    ASSERT_TRUE(ref.ok());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto o = (*ref)->generate(std::vector<std::vector<int32_t>>{prompts[i]}, greedy(12));
+      ASSERT_TRUE(o.ok());
+      alone["r" + std::to_string(i)] = (*o)[0].outputs[0].token_ids;
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(engine.add_request("r" + std::to_string(i), prompts[i], greedy(12)).ok());
+  }
+  std::map<std::string, RequestOutput> done;
+  for (int s = 0; s < 5; ++s) {
+    auto outs = engine.step();
+    ASSERT_TRUE(outs.ok());
+    for (auto& o : *outs) done[o.request_id] = o;
+  }
+  engine.abort_request("r1");
+  while (engine.has_unfinished_requests()) {
+    auto outs = engine.step();
+    ASSERT_TRUE(outs.ok());
+    for (auto& o : *outs) done[o.request_id] = o;
+  }
+  ASSERT_EQ(done.size(), 3u);
+  const Status clean = engine.check_invariants();  // every block back in its pool
+  EXPECT_TRUE(clean.ok()) << clean.to_string();
+  EXPECT_EQ(done["r0"].outputs[0].token_ids, alone["r0"]);
+  EXPECT_EQ(done["r2"].outputs[0].token_ids, alone["r2"]);
+  EXPECT_EQ(done["r1"].outputs[0].finish_reason, "abort");
+  const auto& partial = done["r1"].outputs[0].token_ids;
+  ASSERT_LT(partial.size(), 12u);
+  EXPECT_EQ(partial, std::vector<int32_t>(alone["r1"].begin(), alone["r1"].begin() + partial.size()));
+
+  // Destroyed mid-generation (a forward in flight): no hang, no crash.
+  ASSERT_TRUE(engine.add_request("late", prompts[0], greedy(30)).ok());
+  ASSERT_TRUE(engine.step().ok());
+  ASSERT_TRUE(engine.step().ok());
+  (*engine_or).reset();
+}
+
+// A model directory without tokenizer.json (the random V4 fixtures) runs on token ids; text
+// prompts and stop strings fail alone with a message that says why.
+TEST(Engine, ModelWithoutTokenizerRunsOnTokenIds) {
+  EngineConfig cfg;
+  cfg.model = "tests/data/models/v4tiny_b";
+  cfg.kv_cache_memory = int64_t{16} << 20;
+  cfg.max_num_seqs = 8;
+  cfg.max_model_len = 64;
+  auto llm = LLM::create(cfg);
+  ASSERT_TRUE(llm.ok()) << llm.status().to_string();
+  EXPECT_EQ((*llm)->engine().tokenizer(), nullptr);
+  EXPECT_EQ((*llm)->engine().vocab_size(), 320);
+  auto ids = (*llm)->generate(std::vector<std::vector<int32_t>>{{5, 6, 7}}, greedy(5));
+  ASSERT_TRUE(ids.ok());
+  EXPECT_TRUE((*ids)[0].error.empty()) << (*ids)[0].error;
+  EXPECT_EQ((*ids)[0].outputs[0].token_ids.size(), 5u);
+  auto text = (*llm)->generate(std::vector<std::string>{"hello"}, greedy(5));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE((*text)[0].error.find("tokenizer"), std::string::npos) << (*text)[0].error;
+  SamplingParams stop = greedy(5);
+  stop.stop = {"x"};
+  auto stopped = (*llm)->generate(std::vector<std::vector<int32_t>>{{5, 6, 7}}, stop);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_NE((*stopped)[0].error.find("stop strings need a tokenizer"), std::string::npos) << (*stopped)[0].error;
 }
 
 }  // namespace

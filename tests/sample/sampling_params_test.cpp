@@ -86,5 +86,67 @@ TEST(SamplingParams, BoundaryValuesAreAccepted) {
   EXPECT_TRUE(p.validate().ok());
 }
 
+TEST(StructuredOutputsParams, ExactlyOneSpecIsRequired) {
+  SamplingParams p;
+  p.structured_outputs = StructuredOutputsParams{};
+  EXPECT_EQ(p.validate().message(),
+            "SamplingParams.structured_outputs sets none of 'json', 'regex', 'grammar', 'json_object'; "
+            "set exactly one");
+  p.structured_outputs->json = R"({"type":"integer"})";
+  EXPECT_TRUE(p.validate().ok()) << p.validate().to_string();
+  EXPECT_STREQ(p.structured_outputs->kind(), "json");
+  p.structured_outputs->regex = "[a-z]+";
+  EXPECT_EQ(p.validate().message(),
+            "SamplingParams.structured_outputs sets 'json' and 'regex' (more than one); set exactly one");
+  p.structured_outputs->grammar = "root ::= \"a\"";
+  p.structured_outputs->json_object = true;
+  EXPECT_EQ(p.validate().message(),
+            "SamplingParams.structured_outputs sets 'json', 'regex', 'grammar' and 'json_object' (more "
+            "than one); set exactly one");
+
+  StructuredOutputsParams so;
+  so.regex = "";
+  EXPECT_EQ(so.validate().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(so.validate().message(),
+            "SamplingParams.structured_outputs.regex is empty (expected a regular expression)");
+  so = {};
+  so.json = "";
+  EXPECT_EQ(so.validate().message(),
+            "SamplingParams.structured_outputs.json is empty (expected JSON Schema text)");
+  so = {};
+  so.grammar = "";
+  EXPECT_EQ(so.validate().message(),
+            "SamplingParams.structured_outputs.grammar is empty (expected GBNF or Lark text)");
+  so = {};
+  so.json_object = true;
+  so.grammar_syntax = StructuredOutputsParams::GrammarSyntax::kLark;
+  EXPECT_EQ(so.validate().message(),
+            "SamplingParams.structured_outputs.grammar_syntax is set but 'grammar' is not");
+  so.grammar_syntax = StructuredOutputsParams::GrammarSyntax::kAuto;
+  EXPECT_TRUE(so.validate().ok());
+  EXPECT_STREQ(so.kind(), "json_object");
+}
+
+TEST(StructuredOutputsParams, CacheKeySeparatesKindsAndOptions) {
+  StructuredOutputsParams a, b;
+  a.json = "{}";
+  b.json = "{}";
+  EXPECT_EQ(a.cache_key(), b.cache_key());
+  b.lenient = true;
+  EXPECT_NE(a.cache_key(), b.cache_key());
+  b.lenient = false;
+  b.whitespace = StructuredOutputsParams::Whitespace::kCompact;
+  EXPECT_NE(a.cache_key(), b.cache_key());
+  StructuredOutputsParams r, g;
+  r.regex = "{}";  // same text, other kind
+  g.grammar = "{}";
+  EXPECT_NE(a.cache_key(), r.cache_key());
+  EXPECT_NE(r.cache_key(), g.cache_key());
+  StructuredOutputsParams r2;
+  r2.regex = "{}";
+  r2.lenient = true;  // irrelevant to a regex: same grammar, same key
+  EXPECT_EQ(r.cache_key(), r2.cache_key());
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <utility>
 #include <unistd.h>
 
 #include "common/logging.h"
@@ -20,6 +22,8 @@ namespace deepinfer::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "deepseek-ai/DeepSeek-V4.1-Flash-1017";
+
+Status parse_structured_outputs(const nlohmann::json& j, StructuredOutputsParams* so);
 
 // Per-line sampling overrides in --input JSONL use the same names as the flags (snake_case, as in
 // vLLM's SamplingParams). Unknown keys are an error, never ignored.
@@ -46,12 +50,59 @@ Status apply_json_params(const nlohmann::json& j, SamplingParams* p) {
       else if (k == "logprobs") p->logprobs = v.get<int>();
       else if (k == "skip_special_tokens") p->skip_special_tokens = v.get<bool>();
       else if (k == "include_stop_str_in_output") p->include_stop_str_in_output = v.get<bool>();
+      else if (k == "structured_outputs") {
+        StructuredOutputsParams so;
+        DI_RETURN_IF_ERROR(parse_structured_outputs(v, &so));
+        p->structured_outputs = so;
+      }
       else return InvalidArgument("unknown key '" + k + "'");
     } catch (const nlohmann::json::exception& e) {
       return InvalidArgument("key '" + k + "': " + e.what());
     }
   }
   return OkStatus();
+}
+
+// `structured_outputs` of an --input line, vLLM's shape: {"json": schema object or its text} |
+// {"regex": "..."} | {"grammar": "..."} | {"json_object": true}, plus optional "lenient" (bool),
+// "whitespace" ("flexible" | "compact") and "grammar_syntax" ("auto" | "gbnf" | "lark").
+Status parse_structured_outputs(const nlohmann::json& j, StructuredOutputsParams* so) {
+  if (!j.is_object()) return InvalidArgument("structured_outputs must be a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const auto& v = it.value();
+    try {
+      if (k == "json") so->json = v.is_string() ? v.get<std::string>() : v.dump();
+      else if (k == "regex") so->regex = v.get<std::string>();
+      else if (k == "grammar") so->grammar = v.get<std::string>();
+      else if (k == "json_object") so->json_object = v.get<bool>();
+      else if (k == "lenient") so->lenient = v.get<bool>();
+      else if (k == "whitespace") {
+        const auto w = v.get<std::string>();
+        if (w != "flexible" && w != "compact") return InvalidArgument("structured_outputs.whitespace must be flexible or compact");
+        so->whitespace = w == "compact" ? StructuredOutputsParams::Whitespace::kCompact
+                                        : StructuredOutputsParams::Whitespace::kFlexible;
+      } else if (k == "grammar_syntax") {
+        const auto g = v.get<std::string>();
+        if (g == "auto") so->grammar_syntax = StructuredOutputsParams::GrammarSyntax::kAuto;
+        else if (g == "gbnf") so->grammar_syntax = StructuredOutputsParams::GrammarSyntax::kGbnf;
+        else if (g == "lark") so->grammar_syntax = StructuredOutputsParams::GrammarSyntax::kLark;
+        else return InvalidArgument("structured_outputs.grammar_syntax must be auto, gbnf or lark");
+      } else {
+        return InvalidArgument("unknown key 'structured_outputs." + k + "'");
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgument("key 'structured_outputs." + k + "': " + e.what());
+    }
+  }
+  return so->validate();
+}
+
+StatusOr<std::string> read_text_file(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(std::string(flag) + ": cannot open '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -71,10 +122,11 @@ int run_generate(int argc, char** argv) {
   std::optional<uint64_t> seed;
   std::optional<int> logprobs;
   bool quiet = false;
+  std::string json_schema_file, regex, grammar_file;
   app.add_option("--model", cfg.model, "model directory or Hub id (default: $DEEPINFER_MODEL_PATH, else " + std::string(kDefaultModel) + ")");
   app.add_option("--tokenizer", cfg.tokenizer, "tokenizer directory (default: the model's)");
   app.add_option("--prompt", prompts, "a prompt (repeatable)");
-  app.add_option("--input", input, "JSONL: {\"prompt\"|\"prompt_token_ids\"|\"messages\": ..., optional sampling keys}");
+  app.add_option("--input", input, "JSONL: {\"prompt\"|\"prompt_token_ids\"|\"messages\": ..., optional sampling keys and structured_outputs}");
   app.add_option("--output", output, "JSONL results: text, token_ids, finish_reason, timings");
   app.add_option("--max-tokens", max_tokens, "output tokens per sequence")->check(CLI::NonNegativeNumber);
   app.add_option("--temperature", sp.temperature, "0 = greedy");
@@ -93,9 +145,20 @@ int run_generate(int argc, char** argv) {
   app.add_option("--max-num-seqs", cfg.max_num_seqs);
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens);
   app.add_option("--max-model-len", cfg.max_model_len, "0 = the model's max_position_embeddings");
-  app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV-cache state (CPU)");
+  CLI::Option* kv_opt = app.add_option(
+      "--kv-cache-memory", cfg.kv_cache_memory,
+      "bytes of KV-cache state (the budget on the CPU; a cap on a GPU)");
+  app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
+                 "GPU: fraction of device memory for weights + activations + cache (default 0.9)");
+  app.add_flag("--batch-invariant", cfg.batch_invariant,
+               "kernels whose per-request results do not depend on the batch (bitwise)");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
-  app.add_option("--device", cfg.device, "cpu");
+  app.add_option("--device", cfg.device, "cpu (default), cpu-reference, cuda, cuda:N");
+  app.add_flag("--async-scheduling,!--no-async-scheduling", cfg.async_scheduling,
+               "schedule step N+1 while step N runs (default on; outputs are identical either way)");
+  app.add_option("--json-schema", json_schema_file, "constrain every output to this JSON Schema (file)");
+  app.add_option("--regex", regex, "constrain every output to match this regex (whole output)");
+  app.add_option("--grammar", grammar_file, "constrain every output to this grammar (GBNF file; .lark: Lark)");
   app.add_flag("--quiet", quiet, "print only the summary");
   // A repeated single-value flag takes its last value, so `scripts/run.sh --temperature 0` can
   // override the script's own settings (repeatable flags like --prompt keep every value).
@@ -109,6 +172,29 @@ int run_generate(int argc, char** argv) {
   }
   sp.max_tokens = max_tokens;
   sp.logprobs = logprobs;
+  cfg.kv_cache_memory_set = kv_opt->count() > 0;
+  if (!json_schema_file.empty() + !regex.empty() + !grammar_file.empty() > 1) {
+    std::fprintf(stderr, "deepinfer generate: --json-schema, --regex and --grammar are exclusive\n");
+    return 2;
+  }
+  if (!json_schema_file.empty() || !regex.empty() || !grammar_file.empty()) {
+    StructuredOutputsParams so;
+    if (!regex.empty()) so.regex = regex;
+    for (const auto& [file, flag] : {std::pair{json_schema_file, "--json-schema"}, std::pair{grammar_file, "--grammar"}}) {
+      if (file.empty()) continue;
+      auto text = read_text_file(file, flag);
+      if (!text.ok()) {
+        std::fprintf(stderr, "deepinfer generate: %s\n", text.status().message().c_str());
+        return 2;
+      }
+      if (std::string(flag) == "--json-schema") so.json = *text;
+      else so.grammar = *text;
+      if (std::string(flag) == "--grammar" && file.size() > 5 && file.substr(file.size() - 5) == ".lark") {
+        so.grammar_syntax = StructuredOutputsParams::GrammarSyntax::kLark;
+      }
+    }
+    sp.structured_outputs = so;
+  }
   if (seed) cfg.seed = *seed;
   if (cfg.model.empty()) cfg.model = kDefaultModel;  // DEEPINFER_MODEL_PATH overrides inside resolve
 
@@ -184,6 +270,10 @@ int run_generate(int argc, char** argv) {
       if (!chat.ok()) { input_errors[i] = chat.status().to_string(); continue; }
       text = *chat;
       special = false;  // the encoding carries its own BOS
+    }
+    if (tok == nullptr) {
+      input_errors[i] = "the model has no tokenizer.json: use prompt_token_ids (or --tokenizer DIR)";
+      continue;
     }
     auto enc = tok->encode(text, special);
     if (!enc.ok()) { input_errors[i] = enc.status().to_string(); continue; }

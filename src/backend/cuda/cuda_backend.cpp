@@ -147,6 +147,17 @@ StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
 
 uint64_t CudaBackend::allocated_bytes() const { return st_->cache->held(); }
 
+bool CudaBackend::memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const {
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  *free_bytes = f;
+  *total_bytes = t;
+  return true;
+}
+
 Status CudaBackend::upload(const Tensor& host, Tensor& dst) {
   if (host.dtype() != dst.dtype() || host.numel() != dst.numel())
     return InvalidArgument("upload: " + host.describe() + " and " + dst.describe() +
@@ -278,7 +289,9 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                                      (K + w.block_cols - 1) / w.block_cols}));
   }
   if (M == 0 || GN == 0) return OkStatus();
-  if (!st_->batch_invariant && M > 16) {  // compute-bound: dequantize once, cuBLAS
+  // The weight-only kernel reads 16-byte chunks (16 e4m3 / 32 e2m1 values) under one scale.
+  const bool chunk_fits_block = fmt == 0 || w.block_cols % (fmt == 1 ? 16 : 32) == 0;
+  if ((!st_->batch_invariant && M > 16) || !chunk_fits_block) {  // dequantize once, cuBLAS
     DI_ASSIGN_OR_RETURN(Tensor wf, alloc(DType::kF32, {GN, K}));
     DI_RETURN_IF_ERROR(dequantize(w.w, fmt == 0 ? nullptr : &w.scale, w.block_rows, w.block_cols, wf));
     return matmul(x, wf, out, groups);
@@ -325,7 +338,7 @@ StatusOr<ProjectionTable> make_table(const std::vector<backend::Weight>& ws, cud
     wp.push_back(w.w.raw());
     if (w.scale.defined()) sp.push_back(w.scale.raw());
   }
-  if (w0.scale.defined() && (t.bc % 8 != 0 || (t.fmt != 1 && t.fmt != 2)))
+  if (w0.scale.defined() && ((t.fmt != 1 && t.fmt != 2) || t.bc % (t.fmt == 1 ? 16 : 32) != 0))
     return Unimplemented("expert scale layout");
   DI_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(wp.size() * sizeof(void*)));
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.w.data(), wp.data(), wp.size() * sizeof(void*),

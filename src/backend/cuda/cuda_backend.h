@@ -39,6 +39,7 @@ class CudaBackend : public backend::Backend {
   StatusOr<backend::Tensor> alloc(DType dtype, backend::Shape shape) override;
   Status upload(const backend::Tensor& host, backend::Tensor& dst) override;
   Status download(const backend::Tensor& src, backend::Tensor& host) override;
+  bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const override;
   // Bytes held by the allocator (in use + cached).
   uint64_t allocated_bytes() const;
 

@@ -1,0 +1,105 @@
+#include "engine/step_executor.h"
+
+#include <exception>
+
+#include "common/check.h"
+
+namespace deepinfer::engine {
+
+StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread) : runner_(runner) {
+  DI_CHECK(runner != nullptr) << "StepExecutor needs a model runner";
+  if (use_worker_thread) worker_ = std::thread([this] { worker_loop(); });
+}
+
+StepExecutor::~StepExecutor() {
+  if (in_flight_) wait();
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+}
+
+void StepExecutor::run_job() {
+  // Exceptions never cross the engine loop: anything thrown becomes this step's error.
+  try {
+    result_.emplace(runner_->execute(job_));
+  } catch (const std::exception& e) {
+    result_.emplace(Internal(std::string("model forward threw: ") + e.what()));
+  } catch (...) {
+    result_.emplace(Internal("model forward threw an unknown exception"));
+  }
+}
+
+void StepExecutor::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || has_job_; });
+    if (has_job_) {
+      has_job_ = false;
+      lock.unlock();
+      run_job();
+      lock.lock();
+      done_ = true;
+      cv_.notify_all();
+      continue;
+    }
+    if (stop_) return;
+  }
+}
+
+void StepExecutor::launch(SchedulerOutput step) {
+  DI_CHECK(!in_flight_) << "launch() while step " << job_.step << " is in flight";
+  if (!deferred_releases_.empty()) {
+    runner_->release(deferred_releases_);
+    deferred_releases_.clear();
+  }
+  in_flight_ = true;
+  if (!worker_.joinable()) {
+    job_ = std::move(step);
+    run_job();
+    done_ = true;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = std::move(step);
+    result_.reset();
+    done_ = false;
+    has_job_ = true;
+  }
+  cv_.notify_all();
+}
+
+StepResult StepExecutor::wait() {
+  DI_CHECK(in_flight_) << "wait() with no step in flight";
+  StepResult out{SchedulerOutput{}, Internal("no result")};
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    done_ = false;
+    out.step = std::move(job_);
+    out.logits = std::move(*result_);
+    result_.reset();
+  }
+  in_flight_ = false;
+  if (!deferred_releases_.empty()) {
+    runner_->release(deferred_releases_);
+    deferred_releases_.clear();
+  }
+  return out;
+}
+
+void StepExecutor::release(const std::vector<std::string>& request_ids) {
+  if (request_ids.empty()) return;
+  if (in_flight_) {
+    deferred_releases_.insert(deferred_releases_.end(), request_ids.begin(), request_ids.end());
+  } else {
+    runner_->release(request_ids);
+  }
+}
+
+}  // namespace deepinfer::engine

@@ -1,0 +1,66 @@
+// StepExecutor: runs the model forward of one step, on a dedicated worker thread (async
+// scheduling) or inline (synchronous scheduling), so the engine thread can schedule step N+1 and
+// build its inputs while step N's forward runs.
+//
+//   executor.launch(std::move(step_n));            // returns at once (worker thread)
+//   SchedulerOutput next = scheduler.schedule();   // overlaps with the forward
+//   StepResult done = executor.wait();             // step_n and its logits
+//
+// At most one forward is in flight, so a sequence's model state is never advanced by two forwards
+// at once, and forwards run in launch order. The runner's per-sequence states belong to the
+// worker while a forward runs: release() while busy is deferred until the forward is done (and
+// always happens before the next launch).
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "common/status.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler_output.h"
+
+namespace deepinfer::engine {
+
+struct StepResult {
+  SchedulerOutput step;
+  StatusOr<backend::Tensor> logits;  // [step.chunks.size(), V]
+};
+
+class StepExecutor {
+ public:
+  // `runner` must outlive the executor. `use_worker_thread` false: launch() runs the forward inline.
+  StepExecutor(ModelRunner* runner, bool use_worker_thread);
+  ~StepExecutor();  // waits for a forward in flight, then stops the worker
+  StepExecutor(const StepExecutor&) = delete;
+  StepExecutor& operator=(const StepExecutor&) = delete;
+
+  void launch(SchedulerOutput step);  // requires !in_flight()
+  bool in_flight() const { return in_flight_; }
+  StepResult wait();                  // requires in_flight()
+  // Drops the model state of these requests: now when idle, else once the forward is done.
+  void release(const std::vector<std::string>& request_ids);
+
+ private:
+  void worker_loop();
+  void run_job();  // job_ -> result_
+
+  ModelRunner* runner_;
+  bool in_flight_ = false;            // engine-thread view: launched and not yet waited for
+  std::vector<std::string> deferred_releases_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool has_job_ = false;              // guarded by mu_
+  bool done_ = false;                 // guarded by mu_
+  bool stop_ = false;                 // guarded by mu_
+  SchedulerOutput job_;
+  std::optional<StatusOr<backend::Tensor>> result_;
+  std::thread worker_;
+};
+
+}  // namespace deepinfer::engine
