@@ -135,9 +135,26 @@ def read_config(model_dir: str):
     return config
 
 
+def load_hf_format(model_dir: str, device, dtype, log=print):
+    """A checkpoint that transformers writes itself (one model.safetensors, no index; e.g. the bundled
+    tests/data/models/deepseek-v4-tiny-stories): from_pretrained, then every tensor cast to `dtype` (see below)."""
+    from transformers import DeepseekV4ForCausalLM
+    t0 = time.time()
+    model = DeepseekV4ForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    model.config._attn_implementation = "eager"
+    model = model.to(device=device, dtype=dtype).eval()
+    n = sum(p.numel() for p in model.parameters())
+    log(f"[hf] loaded {model_dir} (transformers format): {n / 1e6:.2f} M parameters on {device} in {dtype}, "
+        f"{time.time() - t0:.1f} s")
+    return model
+
+
 def load_model(model_dir: str, device="cuda", dtype=torch.bfloat16, log=print):
     """DeepseekV4ForCausalLM on `device` in `dtype` with the checkpoint's weights, filled tensor by tensor."""
     from transformers import DeepseekV4ForCausalLM
+    if not os.path.exists(os.path.join(model_dir, "model.safetensors.index.json")) and \
+            os.path.exists(os.path.join(model_dir, "model.safetensors")):
+        return load_hf_format(model_dir, device, dtype, log)
     config = read_config(model_dir)
     t0 = time.time()
     with torch.device(device):
@@ -239,6 +256,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--header", action="store_true", help="print the CSV header line first")
     ap.add_argument("--csv", help="also append the CSV lines to this file")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="a point that fails (e.g. out of GPU memory) prints nan values instead of ending the run")
     args = ap.parse_args()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731  (stdout carries only the CSV)
     torch.manual_seed(args.seed)
@@ -259,8 +278,16 @@ def main():
     for b in args.batch:
         for il in args.input_len:
             for ol in args.output_len:
-                p, d = bench(model, b, il, ol, args.repeats, args.device, args.seed, log)
-                line = f"hf,{b},{il},{ol},{p:.4f},{d:.2f}"
+                try:
+                    p, d = bench(model, b, il, ol, args.repeats, args.device, args.seed, log)
+                    line = f"hf,{b},{il},{ol},{p:.4f},{d:.2f}"
+                except (RuntimeError, AssertionError) as e:  # e.g. torch.OutOfMemoryError (a RuntimeError)
+                    if not args.keep_going:
+                        raise
+                    log(f"[hf] batch {b} input {il} output {ol} failed: {type(e).__name__}: {str(e)[:300]}")
+                    if str(args.device).startswith("cuda"):
+                        torch.cuda.empty_cache()
+                    line = f"hf,{b},{il},{ol},nan,nan"
                 print(line, flush=True)
                 if args.csv:
                     with open(args.csv, "a") as f:

@@ -1,0 +1,160 @@
+// bench_ops: every CUDA backend op at DeepSeek-V4-Flash shapes (decode B sequences, prefill S tokens),
+// timed with cudaEvents (warm-up, L2 flushed before each call, median of N), reported as µs and
+// achieved GB/s or TFLOP/s against ceilings measured in the same run: device-to-device copy
+// bandwidth and cuBLAS bf16 GEMM (8192³) throughput (STYLE.md 10, issue 7).
+//
+//   bench_ops                                   # decode B = 1, 16, 128; prefill S = 4096
+//   bench_ops --decode 1,64 --prefill 1024 --csv ops.csv --only matmul
+//
+// "bytes" is what an op must move at least (each input and output element once, each KV row once);
+// "flops" counts multiply-adds as 2. The table's % columns are achieved / ceiling.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/runtime.h"
+#include "bench_context.h"
+#include "ceilings.h"
+#include "op_cases.h"
+
+namespace deepinfer::bench_ops {
+namespace {
+
+std::vector<int64_t> parse_list(const std::string& s, const char* flag) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    try {
+      const long long x = std::stoll(item);
+      if (x <= 0) throw std::invalid_argument("not positive");
+      v.push_back(x);
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "bench_ops: %s: '%s' is not a positive integer\n", flag, item.c_str());
+      std::exit(2);
+    }
+  }
+  return v;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Per-op CUDA backend benchmark at DeepSeek-V4-Flash shapes, against measured ceilings."};
+  std::string decode = "1,16,128", prefill = "4096", csv, only;
+  int device = 0;
+  int64_t context = 8192;
+  TimingOptions t;
+  bool no_flush = false, skip_ceilings = false;
+  app.add_option("--decode", decode, "decode batch sizes B (comma-separated; empty = none)");
+  app.add_option("--prefill", prefill, "prefill lengths S (comma-separated; empty = none)");
+  app.add_option("--context", context, "decode: tokens already in each sequence (attention/indexer keys)");
+  app.add_option("--device", device, "CUDA device index");
+  app.add_option("--warmup", t.warmup, "untimed calls before timing")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", t.iters, "timed calls (median reported)")->check(CLI::PositiveNumber);
+  app.add_flag("--no-flush", no_flush, "do not flush L2 before each timed call");
+  app.add_flag("--skip-ceilings", skip_ceilings, "skip the copy / GEMM ceilings (ratios are then blank)");
+  app.add_option("--only", only, "run only ops whose name contains this");
+  app.add_option("--csv", csv, "also write the rows to this CSV file");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  t.flush_l2 = !no_flush;
+
+  auto info = cuda::query_device(device);
+  if (!info.ok()) {
+    std::fprintf(stderr, "bench_ops: %s\n", info.status().to_string().c_str());
+    return 1;
+  }
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("device %d: %s, sm_%d%d, %d SMs, %.1f GiB (%.1f GiB free), theoretical HBM %.0f GB/s; "
+              "driver %d, runtime %d\n", device, info->name.c_str(), info->sm_major, info->sm_minor,
+              info->num_sms, info->total_bytes / 1073741824.0, info->free_bytes / 1073741824.0,
+              info->peak_bandwidth_gbs, driver, runtime);
+  std::printf("timing: %d warm-up + %d timed calls, median; L2 flush %s\n", t.warmup, t.iters,
+              t.flush_l2 ? "on" : "off");
+
+  auto ctx_or = BenchContext::create(device, t);
+  if (!ctx_or.ok()) {
+    std::fprintf(stderr, "bench_ops: %s\n", ctx_or.status().to_string().c_str());
+    return 1;
+  }
+  BenchContext& ctx = **ctx_or;
+  Ceilings ceil;
+  if (!skip_ceilings) {
+    auto c = measure_ceilings(ctx);
+    if (!c.ok()) {
+      std::fprintf(stderr, "bench_ops: ceilings: %s\n", c.status().to_string().c_str());
+      return 1;
+    }
+    ceil = *c;
+    std::printf("ceilings: D2D copy %.0f GB/s (%.0f%% of theoretical); cuBLAS bf16 GEMM %.0f TFLOP/s; "
+                "cuBLAS fp32 SGEMM %.1f TFLOP/s\n", ceil.copy_gbs,
+                100.0 * ceil.copy_gbs / info->peak_bandwidth_gbs, ceil.bf16_tflops, ceil.f32_tflops);
+  }
+
+  const ModelDims m;
+  run_weight_ops(ctx, m, only);
+  for (int64_t b : parse_list(decode, "--decode")) {
+    run_phase(ctx, m, Phase{"decode B=" + std::to_string(b), true, b, context}, only);
+  }
+  for (int64_t s : parse_list(prefill, "--prefill")) {
+    run_phase(ctx, m, Phase{"prefill S=" + std::to_string(s), false, s, 0}, only);
+  }
+
+  std::ofstream out;
+  if (!csv.empty()) {
+    out.open(csv);
+    if (!out) {
+      std::fprintf(stderr, "bench_ops: cannot write --csv '%s'\n", csv.c_str());
+      return 2;
+    }
+    out << "phase,op,shape,us_median,us_min,us_max,bytes,flops,gbs,pct_copy,tflops,pct_bf16_peak,error\n";
+  }
+  std::printf("\n%-16s %-42s %-52s %10s %9s %7s %9s %7s\n", "phase", "op", "shape", "us", "GB/s", "%copy",
+              "TFLOP/s", "%bf16");
+  std::string last_phase;
+  int errors = 0;
+  for (const Result& r : ctx.results()) {
+    const double s = r.us_median * 1e-6;
+    const double gbs = s > 0 ? r.bytes / s / 1e9 : 0, tf = s > 0 ? r.flops / s / 1e12 : 0;
+    const double pc = ceil.copy_gbs > 0 ? 100.0 * gbs / ceil.copy_gbs : 0;
+    const double pf = ceil.bf16_tflops > 0 ? 100.0 * tf / ceil.bf16_tflops : 0;
+    if (r.phase != last_phase) std::printf("\n"), last_phase = r.phase;
+    if (!r.error.empty()) {
+      ++errors;
+      std::printf("%-16s %-42s ERROR %s\n", r.phase.c_str(), r.op.c_str(), r.error.c_str());
+    } else {
+      std::printf("%-16s %-42s %-52s %10.1f %9.1f %6.1f%% %9.2f %6.1f%%\n", r.phase.c_str(), r.op.c_str(),
+                  r.shape.c_str(), r.us_median, gbs, pc, tf, r.flops > 0 ? pf : 0.0);
+    }
+    if (out) {
+      out << csv_escape(r.phase) << ',' << csv_escape(r.op) << ',' << csv_escape(r.shape) << ','
+          << r.us_median << ',' << r.us_min << ',' << r.us_max << ',' << r.bytes << ',' << r.flops << ','
+          << gbs << ',' << pc << ',' << tf << ',' << (r.flops > 0 ? pf : 0.0) << ','
+          << csv_escape(r.error) << '\n';
+    }
+  }
+  if (errors) std::printf("\n%d op(s) failed (see ERROR rows)\n", errors);
+  return errors ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace deepinfer::bench_ops
+
+int main(int argc, char** argv) { return deepinfer::bench_ops::run(argc, argv); }

@@ -1,0 +1,408 @@
+#include "op_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "device_fill.h"
+
+namespace deepinfer::bench_ops {
+namespace {
+
+using backend::Shape;
+using backend::Tensor;
+
+constexpr double kF = 4.0;  // bytes per fp32 / int32 element
+
+std::string sh(const Shape& s) { return backend::shape_str(s); }
+
+// One op family: allocates its tensors, measures its ops, frees on return.
+struct Family {
+  BenchContext& ctx;
+  const ModelDims& m;
+  const Phase& p;
+  const std::string& only;
+  bool wanted(const std::string& op) const { return only.empty() || op.find(only) != std::string::npos; }
+  void measure(const std::string& op, const std::string& shape, double bytes, double flops,
+               const std::function<Status()>& fn) {
+    if (wanted(op)) ctx.measure(p.name, op, shape, bytes, flops, fn);
+  }
+};
+
+// ---- linear layers (backend matmul: fp32 weights, cuBLAS SGEMM) --------------------------------
+Status linear_layers(Family& f) {
+  const ModelDims& m = f.m;
+  const int64_t M = f.p.tokens;
+  struct Lin { const char* name; int64_t N, K, groups; bool decode_only; };
+  const int64_t hcw = (2 + m.hc) * m.hc;
+  const Lin lins[] = {
+      {"attn.wq_a", m.q_lora, m.hidden, 1, false},
+      {"attn.wq_b", m.heads * m.head_dim, m.q_lora, 1, false},
+      {"attn.wkv", m.head_dim, m.hidden, 1, false},
+      {"attn.wo_a (grouped)", m.o_lora, m.heads * m.head_dim / m.o_groups, m.o_groups, false},
+      {"attn.wo_b", m.hidden, m.o_groups * m.o_lora, 1, false},
+      {"compressor.wkv (CSA)", 2 * m.head_dim, m.hidden, 1, false},
+      {"indexer.wq_b", m.index_heads * m.index_dim, m.q_lora, 1, false},
+      {"indexer.weights_proj", m.index_heads, m.hidden, 1, false},
+      {"hc_attn_fn", hcw, m.hc * m.hidden, 1, false},
+      {"ffn.gate", m.experts, m.hidden, 1, false},
+      {"shared_experts.w1+w3", 2 * m.expert_inter, m.hidden, 1, false},
+      {"shared_experts.w2", m.hidden, m.expert_inter, 1, false},
+      {"head", m.vocab, m.hidden, 1, true},
+  };
+  for (const Lin& l : lins) {
+    const std::string op = std::string("matmul ") + l.name;
+    if (!f.wanted(op) || (l.decode_only && !f.p.decode)) continue;
+    DI_ASSIGN_OR_RETURN(Tensor x, f.ctx.randn({M, l.groups * l.K}));
+    DI_ASSIGN_OR_RETURN(Tensor w, f.ctx.randn({l.groups * l.N, l.K}, 0.02f));
+    DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {M, l.groups * l.N}));
+    const double G = double(l.groups);
+    f.measure(op, cat("x", sh(x.shape()), " w", sh(w.shape())),
+              kF * (M * G * l.K + G * l.N * l.K + M * G * l.N), 2.0 * M * G * l.N * l.K,
+              [&] { return f.ctx.backend().matmul(x, w, out, l.groups); });
+  }
+  return OkStatus();
+}
+
+// ---- routed experts: per active expert w1+w3 GEMM, swiglu, w2 GEMM (the backend's MoE path) ----
+Status routed_experts(Family& f) {
+  const std::string op = "moe experts (w1+w3, swiglu, w2)";
+  if (!f.wanted(op)) return OkStatus();
+  const ModelDims& m = f.m;
+  const int64_t assignments = f.p.tokens * m.top_k;
+  const int64_t E = std::min(m.experts, assignments);
+  const int64_t rows = (assignments + E - 1) / E;
+  const int64_t H = m.hidden, I = m.expert_inter;
+  std::vector<Tensor> w13(E), w2(E);
+  for (int64_t e = 0; e < E; ++e) {
+    DI_ASSIGN_OR_RETURN(w13[e], f.ctx.randn({2 * I, H}, 0.02f));
+    DI_ASSIGN_OR_RETURN(w2[e], f.ctx.randn({H, I}, 0.02f));
+  }
+  DI_ASSIGN_OR_RETURN(Tensor x, f.ctx.randn({E, rows, H}));
+  DI_ASSIGN_OR_RETURN(Tensor gu, f.ctx.zeros(DType::kF32, {E, rows, 2 * I}));
+  DI_ASSIGN_OR_RETURN(Tensor act, f.ctx.zeros(DType::kF32, {E, rows, I}));
+  DI_ASSIGN_OR_RETURN(Tensor y, f.ctx.zeros(DType::kF32, {E, rows, H}));
+  auto xs = x.view({E * rows, H}), gus = gu.view({E * rows, 2 * I}), acts = act.view({E * rows, I}),
+       ys = y.view({E * rows, H});
+  const double weights = kF * E * (2.0 * I * H + double(H) * I);
+  const double acts_bytes = kF * E * rows * (H + 2.0 * 2 * I + 2.0 * I + H);
+  f.measure(op, std::to_string(E) + " experts x " + std::to_string(rows) + " rows, w13 [" +
+                    std::to_string(2 * I) + ", " + std::to_string(H) + "], w2 [" + std::to_string(H) +
+                    ", " + std::to_string(I) + "]",
+            weights + acts_bytes, 2.0 * E * rows * (2.0 * I * H + double(H) * I), [&]() -> Status {
+              for (int64_t e = 0; e < E; ++e) {
+                Tensor xe = xs.rows(e * rows, (e + 1) * rows), ge = gus.rows(e * rows, (e + 1) * rows),
+                       ae = acts.rows(e * rows, (e + 1) * rows), ye = ys.rows(e * rows, (e + 1) * rows);
+                DI_RETURN_IF_ERROR(f.ctx.backend().matmul(xe, w13[e], ge, 1));
+                DI_RETURN_IF_ERROR(f.ctx.backend().swiglu(ge, 10.f, ae));
+                DI_RETURN_IF_ERROR(f.ctx.backend().matmul(ae, w2[e], ye, 1));
+              }
+              return OkStatus();
+            });
+  return OkStatus();
+}
+
+// ---- norms, rope, elementwise, embedding ------------------------------------------------------
+Status small_ops(Family& f) {
+  const ModelDims& m = f.m;
+  const int64_t M = f.p.tokens, H = m.hidden;
+  auto& be = f.ctx.backend();
+  for (int64_t N : {H, m.q_lora, m.head_dim}) {
+    DI_ASSIGN_OR_RETURN(Tensor x, f.ctx.randn({M, N}));
+    DI_ASSIGN_OR_RETURN(Tensor w, f.ctx.randn({N}));
+    DI_ASSIGN_OR_RETURN(Tensor y, f.ctx.zeros(DType::kF32, {M, N}));
+    f.measure("rms_norm", sh(x.shape()), kF * (2.0 * M * N + N), 0,
+              [&] { return be.rms_norm(x, &w, 1e-6f, y); });
+  }
+  {
+    DI_ASSIGN_OR_RETURN(Tensor q, f.ctx.randn({M, m.heads, m.head_dim}));
+    DI_ASSIGN_OR_RETURN(Tensor pos, f.ctx.randint({M}, 0, 8192));
+    DI_ASSIGN_OR_RETURN(Tensor inv, f.ctx.randn({m.rope_dim / 2}, 0.1f));
+    // Only the rotated channels are read and written.
+    f.measure("rope (q, 64 of 512 channels)", sh(q.shape()), kF * (2.0 * M * m.heads * m.rope_dim + M), 0,
+              [&] { return be.rope(q, pos, inv, backend::RopeStyle::kInterleavedTrailing, 1.f, false); });
+  }
+  {
+    DI_ASSIGN_OR_RETURN(Tensor a, f.ctx.randn({M, H}));
+    DI_ASSIGN_OR_RETURN(Tensor b, f.ctx.randn({M, H}));
+    DI_ASSIGN_OR_RETURN(Tensor c, f.ctx.zeros(DType::kF32, {M, H}));
+    f.measure("add", sh(a.shape()), kF * 3.0 * M * H, 0, [&] { return be.add(a, b, c); });
+    f.measure("copy", sh(a.shape()), kF * 2.0 * M * H, 0, [&] { return be.copy(a, c); });
+  }
+  {
+    const int64_t I = m.expert_inter;
+    DI_ASSIGN_OR_RETURN(Tensor gu, f.ctx.randn({M, 2 * I}));
+    DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {M, I}));
+    f.measure("swiglu (shared expert)", sh(gu.shape()), kF * 3.0 * M * I, 0,
+              [&] { return be.swiglu(gu, 10.f, out); });
+  }
+  if (f.wanted("embedding")) {
+    DI_ASSIGN_OR_RETURN(Tensor table, f.ctx.randn({m.vocab, H}, 0.02f));
+    DI_ASSIGN_OR_RETURN(Tensor ids, f.ctx.randint({M}, 0, static_cast<int32_t>(m.vocab)));
+    DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {M, H}));
+    f.measure("embedding", cat("table", sh(table.shape()), " ids[", std::to_string(M), "]"),
+              kF * (2.0 * M * H + M), 0, [&] { return be.embedding(table, ids, out); });
+  }
+  return OkStatus();
+}
+
+// ---- attention over the window + selected compressed entries (CSA) or all of them (HCA) --------
+// Builds CSR key lists like the model: decode = B sequences with their own KV rows; prefill = one
+// sequence of S tokens (window rows of earlier tokens, compressed entries visible so far).
+struct KeyLists {
+  std::vector<int32_t> offsets, ids;
+  int64_t T = 0;  // KV rows
+};
+
+KeyLists decode_keys(int64_t B, int64_t window, int64_t compressed, int64_t picks, std::mt19937& rng) {
+  KeyLists k;
+  const int64_t per_seq = window + compressed;
+  k.T = B * per_seq;
+  k.offsets.push_back(0);
+  std::vector<int32_t> pool(compressed);
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t base = static_cast<int32_t>(b * per_seq);
+    for (int64_t j = 0; j < window; ++j) k.ids.push_back(base + static_cast<int32_t>(j));
+    std::iota(pool.begin(), pool.end(), 0);
+    const int64_t n = std::min(picks, compressed);
+    for (int64_t j = 0; j < n; ++j) {
+      std::swap(pool[j], pool[j + rng() % (compressed - j)]);
+      k.ids.push_back(base + static_cast<int32_t>(window + pool[j]));
+    }
+    k.offsets.push_back(static_cast<int32_t>(k.ids.size()));
+  }
+  return k;
+}
+
+KeyLists prefill_keys(int64_t S, int64_t window, int64_t ratio, int64_t picks, std::mt19937& rng) {
+  KeyLists k;
+  const int64_t C = S / ratio;
+  k.T = S + C;  // rows 0..S-1: window KV of each token; S..S+C-1: compressed entries
+  k.offsets.push_back(0);
+  std::vector<int32_t> pool;
+  for (int64_t s = 0; s < S; ++s) {
+    for (int64_t j = std::max<int64_t>(0, s - window + 1); j <= s; ++j) k.ids.push_back(static_cast<int32_t>(j));
+    const int64_t visible = (s + 1) / ratio;
+    pool.resize(visible);
+    std::iota(pool.begin(), pool.end(), 0);
+    const int64_t n = std::min(picks, visible);
+    for (int64_t j = 0; j < n; ++j) {
+      std::swap(pool[j], pool[j + rng() % (visible - j)]);
+      k.ids.push_back(static_cast<int32_t>(S + pool[j]));
+    }
+    k.offsets.push_back(static_cast<int32_t>(k.ids.size()));
+  }
+  return k;
+}
+
+Status attention(Family& f) {
+  const ModelDims& m = f.m;
+  std::mt19937 rng(12345);
+  struct Kind { const char* name; int64_t ratio, picks; };
+  const Kind kinds[] = {{"attention CSA (window + top-512)", m.csa_ratio, m.index_topk},
+                        {"attention HCA (window + all compressed)", m.hca_ratio, int64_t{1} << 40}};
+  for (const Kind& kd : kinds) {
+    if (!f.wanted(kd.name)) continue;
+    const int64_t S = f.p.tokens;
+    KeyLists keys = f.p.decode ? decode_keys(S, m.window, f.p.context / kd.ratio, kd.picks, rng)
+                               : prefill_keys(S, m.window, kd.ratio, kd.picks, rng);
+    const int64_t nnz = static_cast<int64_t>(keys.ids.size());
+    DI_ASSIGN_OR_RETURN(Tensor q, f.ctx.randn({S, m.heads, m.head_dim}));
+    DI_ASSIGN_OR_RETURN(Tensor kv, f.ctx.randn({keys.T, 1, m.head_dim}));
+    DI_ASSIGN_OR_RETURN(Tensor sinks, f.ctx.randn({m.heads}, 0.1f));
+    DI_ASSIGN_OR_RETURN(Tensor off, f.ctx.upload_i32({S + 1}, keys.offsets));
+    DI_ASSIGN_OR_RETURN(Tensor ids, f.ctx.upload_i32({nnz}, keys.ids));
+    DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {S, m.heads, m.head_dim}));
+    // Each KV row is read once (shared by all 64 heads of a query, and in prefill by the queries).
+    const int64_t kv_rows = f.p.decode ? nnz : keys.T;
+    const double bytes = kF * (2.0 * S * m.heads * m.head_dim + double(kv_rows) * m.head_dim + nnz + S + 1);
+    const double flops = 2.0 * nnz * m.heads * (2.0 * m.head_dim);
+    const float scale = 1.f / std::sqrt(float(m.head_dim));
+    f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
+              flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out); });
+  }
+  return OkStatus();
+}
+
+// ---- Lightning indexer: scores over compressed keys, then top-512 -----------------------------
+Status indexer(Family& f) {
+  const ModelDims& m = f.m;
+  auto& be = f.ctx.backend();
+  const int64_t nI = m.index_heads, cI = m.index_dim;
+  // decode: one call per sequence (each has its own keys); prefill: one call for the sequence.
+  const int64_t calls = f.p.decode ? f.p.tokens : 1;
+  const int64_t S = f.p.decode ? 1 : f.p.tokens;
+  const int64_t T = f.p.decode ? f.p.context / m.csa_ratio : f.p.tokens / m.csa_ratio;
+  std::vector<Tensor> q(calls), w(calls), keys(calls), vis(calls), out(calls);
+  std::vector<int32_t> visible(S);
+  for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>(f.p.decode ? T : (s + 1) / m.csa_ratio);
+  for (int64_t c = 0; c < calls; ++c) {
+    DI_ASSIGN_OR_RETURN(q[c], f.ctx.randn({S, nI, cI}));
+    DI_ASSIGN_OR_RETURN(w[c], f.ctx.randn({S, nI}));
+    DI_ASSIGN_OR_RETURN(keys[c], f.ctx.randn({T, cI}));
+    DI_ASSIGN_OR_RETURN(vis[c], f.ctx.upload_i32({S}, visible));
+    DI_ASSIGN_OR_RETURN(out[c], f.ctx.zeros(DType::kF32, {S, T}));
+  }
+  const std::string shape = (calls > 1 ? std::to_string(calls) + " x " : std::string()) + "q" +
+                            sh({S, nI, cI}) + " keys" + sh({T, cI});
+  f.measure("indexer_scores", shape,
+            calls * kF * (S * nI * cI + S * nI + double(T) * cI + S + double(S) * T),
+            calls * 2.0 * S * nI * T * cI, [&]() -> Status {
+              for (int64_t c = 0; c < calls; ++c) {
+                DI_RETURN_IF_ERROR(be.indexer_scores(q[c], w[c], keys[c], vis[c], 1.f / std::sqrt(float(nI)),
+                                                     1.f / std::sqrt(float(cI)), out[c]));
+              }
+              return OkStatus();
+            });
+  // top-k is row-independent: one call over all rows (decode: one row per sequence).
+  const int64_t rows = calls * S;
+  DI_ASSIGN_OR_RETURN(Tensor scores, f.ctx.randn({rows, T}));
+  DI_ASSIGN_OR_RETURN(Tensor ids, f.ctx.zeros(DType::kI32, {rows, m.index_topk}));
+  f.measure("topk (k=512)", sh(scores.shape()), kF * (double(rows) * T + double(rows) * m.index_topk), 0,
+            [&] { return be.topk(scores, m.index_topk, ids); });
+  return OkStatus();
+}
+
+// ---- compressor pooling (softmax over each window's slots) --------------------------------------
+Status compressor(Family& f) {
+  const ModelDims& m = f.m;
+  struct Pool { const char* name; int64_t ratio, L, d; };
+  const Pool pools[] = {{"softmax_pool CSA", m.csa_ratio, 2 * m.csa_ratio, m.head_dim},
+                        {"softmax_pool CSA indexer", m.csa_ratio, 2 * m.csa_ratio, m.index_dim},
+                        {"softmax_pool HCA", m.hca_ratio, m.hca_ratio, m.head_dim}};
+  for (const Pool& pl : pools) {
+    // Entries closing in this step: decode ~ B / ratio (at least one), prefill S / ratio.
+    const int64_t n = std::max<int64_t>(1, f.p.tokens / pl.ratio);
+    DI_ASSIGN_OR_RETURN(Tensor v, f.ctx.randn({n, pl.L, pl.d}));
+    DI_ASSIGN_OR_RETURN(Tensor s, f.ctx.randn({n, pl.L, pl.d}));
+    DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {n, pl.d}));
+    f.measure(pl.name, sh(v.shape()), kF * (2.0 * n * pl.L * pl.d + double(n) * pl.d), 0,
+              [&] { return f.ctx.backend().softmax_pool(v, s, out); });
+  }
+  return OkStatus();
+}
+
+// ---- MoE routing and token dispatch -------------------------------------------------------------
+Status moe_dispatch(Family& f) {
+  const ModelDims& m = f.m;
+  auto& be = f.ctx.backend();
+  const int64_t M = f.p.tokens, k = m.top_k, H = m.hidden;
+  {
+    DI_ASSIGN_OR_RETURN(Tensor logits, f.ctx.randn({M, m.experts}));
+    DI_ASSIGN_OR_RETURN(Tensor bias, f.ctx.randn({m.experts}, 0.01f));
+    DI_ASSIGN_OR_RETURN(Tensor hash, f.ctx.randint({M, k}, 0, static_cast<int32_t>(m.experts)));
+    DI_ASSIGN_OR_RETURN(Tensor ids, f.ctx.zeros(DType::kI32, {M, k}));
+    DI_ASSIGN_OR_RETURN(Tensor w, f.ctx.zeros(DType::kF32, {M, k}));
+    backend::RouterParams rp;
+    rp.scoring = backend::RouterScoring::kSqrtSoftplus;
+    rp.top_k = k;
+    rp.routed_scaling_factor = 1.5f;
+    const double bytes = kF * (double(M) * m.experts + m.experts + 2.0 * M * k);
+    f.measure("moe_route (top-6 of 256)", sh(logits.shape()), bytes, 0,
+              [&] { return be.moe_route(logits, &bias, nullptr, rp, ids, w); });
+    f.measure("moe_route (hash)", sh(logits.shape()), bytes + kF * M * k, 0,
+              [&] { return be.moe_route(logits, nullptr, &hash, rp, ids, w); });
+  }
+  {
+    DI_ASSIGN_OR_RETURN(Tensor x, f.ctx.randn({M, H}));
+    DI_ASSIGN_OR_RETURN(Tensor src_ids, f.ctx.randint({M * k}, 0, static_cast<int32_t>(M)));
+    DI_ASSIGN_OR_RETURN(Tensor gathered, f.ctx.zeros(DType::kF32, {M * k, H}));
+    DI_ASSIGN_OR_RETURN(Tensor w, f.ctx.randn({M * k}));
+    DI_ASSIGN_OR_RETURN(Tensor y, f.ctx.zeros(DType::kF32, {M, H}));
+    f.measure("gather_rows (dispatch)", sh(gathered.shape()), kF * (2.0 * M * k * H + M * k), 0,
+              [&] { return be.gather_rows(x, src_ids, gathered); });
+    f.measure("scatter_add_rows (combine)", cat(sh(gathered.shape()), " -> ", sh(y.shape())),
+              kF * (double(M) * k * H + 2.0 * M * H + 2.0 * M * k), 0,
+              [&] { return be.scatter_add_rows(gathered, src_ids, &w, y); });
+  }
+  return OkStatus();
+}
+
+// ---- manifold-constrained hyper-connections -----------------------------------------------------
+Status hyper_connections(Family& f) {
+  const ModelDims& m = f.m;
+  auto& be = f.ctx.backend();
+  const int64_t S = f.p.tokens, hc = m.hc, H = m.hidden;
+  const int64_t width = (2 + hc) * hc;
+  DI_ASSIGN_OR_RETURN(Tensor mix, f.ctx.randn({S, width}));
+  DI_ASSIGN_OR_RETURN(Tensor base, f.ctx.randn({width}, 0.1f));
+  DI_ASSIGN_OR_RETURN(Tensor scale, f.ctx.randn({3}, 0.1f));
+  DI_ASSIGN_OR_RETURN(Tensor pre, f.ctx.zeros(DType::kF32, {S, hc}));
+  DI_ASSIGN_OR_RETURN(Tensor post, f.ctx.zeros(DType::kF32, {S, hc}));
+  DI_ASSIGN_OR_RETURN(Tensor comb, f.ctx.zeros(DType::kF32, {S, hc, hc}));
+  backend::HcParams hp;
+  hp.hc = hc;
+  hp.sinkhorn_iters = m.sinkhorn_iters;
+  f.measure("hc_coeffs (Sinkhorn 20)", sh(mix.shape()), kF * S * (width + 2.0 * hc + hc * hc), 0,
+            [&] { return be.hc_coeffs(mix, base, scale, hp, pre, &post, &comb); });
+  DI_ASSIGN_OR_RETURN(Tensor x, f.ctx.randn({S, hc, H}));
+  DI_ASSIGN_OR_RETURN(Tensor y, f.ctx.randn({S, H}));
+  DI_ASSIGN_OR_RETURN(Tensor collapsed, f.ctx.zeros(DType::kF32, {S, H}));
+  DI_ASSIGN_OR_RETURN(Tensor expanded, f.ctx.zeros(DType::kF32, {S, hc, H}));
+  f.measure("hc_collapse", sh(x.shape()), kF * (double(S) * hc * H + double(S) * H + S * hc), 0,
+            [&] { return be.hc_collapse(x, pre, collapsed); });
+  f.measure("hc_expand", sh(x.shape()), kF * (2.0 * S * hc * H + double(S) * H + S * hc * (1.0 + hc)), 0,
+            [&] { return be.hc_expand(x, y, post, comb, expanded); });
+  return OkStatus();
+}
+
+void run_family(BenchContext& ctx, const Phase& p, const char* name, Status st) {
+  if (st.ok()) return;
+  Result r;
+  r.phase = p.name;
+  r.op = name;
+  r.error = "setup failed: " + st.to_string();
+  std::fprintf(stderr, "[bench_ops] %s %s: %s\n", p.name.c_str(), name, r.error.c_str());
+  ctx.results().push_back(std::move(r));
+  (void)ctx.backend().synchronize();
+}
+
+}  // namespace
+
+void run_phase(BenchContext& ctx, const ModelDims& m, const Phase& p, const std::string& only) {
+  Family f{ctx, m, p, only};
+  run_stored_format_phase(ctx, m, p, only);
+  run_family(ctx, p, "linear layers", linear_layers(f));
+  run_family(ctx, p, "routed experts", routed_experts(f));
+  run_family(ctx, p, "attention", attention(f));
+  run_family(ctx, p, "indexer", indexer(f));
+  run_family(ctx, p, "compressor", compressor(f));
+  run_family(ctx, p, "moe dispatch", moe_dispatch(f));
+  run_family(ctx, p, "hyper-connections", hyper_connections(f));
+  run_family(ctx, p, "small ops", small_ops(f));
+}
+
+void run_weight_ops(BenchContext& ctx, const ModelDims& m, const std::string& only) {
+  const Phase p{"weights (load)", false, 0, 0};
+  Family f{ctx, m, p, only};
+  auto fp8 = [&]() -> Status {  // FP8 E4M3 attn.wq_b with 128x128 UE8M0 block scales
+    const int64_t N = m.heads * m.head_dim, K = m.q_lora;
+    DI_ASSIGN_OR_RETURN(Tensor w, ctx.zeros(DType::kF8E4M3, {N, K}));
+    DI_ASSIGN_OR_RETURN(Tensor s, ctx.zeros(DType::kF8E8M0, {(N + 127) / 128, (K + 127) / 128}));
+    DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {N, K}));
+    fill_fp8_codes(w.data<uint8_t>(), w.numel(), ctx.next_seed(), ctx.stream());
+    fill_ue8m0(s.data<uint8_t>(), s.numel(), ctx.next_seed(), 118, 127, ctx.stream());
+    f.measure("dequantize fp8 (attn.wq_b)", cat("w", sh(w.shape()), " scale", sh(s.shape())),
+              double(N) * K + double(s.numel()) + kF * N * K, 0,
+              [&] { return ctx.backend().dequantize(w, &s, 128, 128, out); });
+    return OkStatus();
+  };
+  auto fp4 = [&]() -> Status {  // FP4 E2M1 routed expert w1+w3 (packed) with 1x32 UE8M0 scales
+    const int64_t N = 2 * m.expert_inter, K = m.hidden;
+    DI_ASSIGN_OR_RETURN(Tensor w, ctx.zeros(DType::kI8, {N, K / 2}));
+    DI_ASSIGN_OR_RETURN(Tensor s, ctx.zeros(DType::kF8E8M0, {N, K / 32}));
+    DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {N, K}));
+    fill_fp4_codes(w.data<uint8_t>(), w.numel(), ctx.next_seed(), ctx.stream());
+    fill_ue8m0(s.data<uint8_t>(), s.numel(), ctx.next_seed(), 118, 127, ctx.stream());
+    f.measure("dequantize fp4 (expert w1+w3)", cat("w", sh(w.shape()), " scale", sh(s.shape())),
+              double(N) * K / 2 + double(s.numel()) + kF * N * K, 0,
+              [&] { return ctx.backend().dequantize(w, &s, 1, 32, out); });
+    return OkStatus();
+  };
+  run_family(ctx, p, "dequantize fp8", fp8());
+  run_family(ctx, p, "dequantize fp4", fp4());
+}
+
+}  // namespace deepinfer::bench_ops
