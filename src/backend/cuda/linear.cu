@@ -1,9 +1,10 @@
 // Weight-only-quantized linear layer: out[m, g·N + n] = Σ_k x[m, g·K + k] · deq(w[g·N + n, k])
-// with the weight read in its stored format (bf16, e4m3 + block scales, e2m1 + group scales) and
-// fp32 math. Memory-bound shape (decode): one warp per output row n; lane l owns the k-chunks
-// l·8, l·8 + 256, ...; each chunk's 8 weights are decoded once and used for up to 8 rows of x;
-// the 32 lane partials are summed by a fixed xor tree. An element's bits depend only on its own x
-// row and weight row — never on M — so the kernel is batch-invariant by construction.
+// with the weight read in its stored format (bf16, e4m3 + block scales, e2m1 + group scales, or
+// f32) and fp32 math. Memory-bound shape (decode): one warp per output row n; lane l owns the
+// 16-byte chunks l, l + 32, ... of the row, four loads in flight; each chunk is decoded once and
+// used for up to 8 rows of x; the 32 lane partials are summed by a fixed xor tree. An element's
+// bits depend only on its own x row and weight row — never on M — so the kernel is
+// batch-invariant by construction.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/common.cuh"
@@ -13,87 +14,146 @@ namespace deepinfer::cuda::kernels {
 
 namespace {
 
-constexpr int kWarps = 8;   // rows n per block
+constexpr int kWarps = 8;   // rows n per block (one warp each)
 constexpr int kMTile = 8;   // rows of x per block
-constexpr int kChunk = 8;   // weights per lane step
+constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+
+// Elements per 16-byte chunk: bf16 8, e4m3 16, e2m1 32, f32 4.
+template <int kFmt> struct Fmt;
+template <> struct Fmt<0> { static constexpr int kElems = 8; };
+template <> struct Fmt<1> { static constexpr int kElems = 16; };
+template <> struct Fmt<2> { static constexpr int kElems = 32; };
+template <> struct Fmt<3> { static constexpr int kElems = 4; };
 
 __device__ __forceinline__ float ue8m0(uint8_t e) {
   return e == 0xFF ? __int_as_float(0x7FC00000) : __int_as_float(static_cast<int>(e) << 23);
 }
 
+// e4m3fn → fp32 with integer ops only (no table, no ldexpf): normal codes map to the fp32
+// exponent e + 120 and the top mantissa bits; subnormals are m · 2^-9; S.1111.111 is NaN.
 __device__ __forceinline__ float e4m3(uint32_t v) {
-  v &= 0xFF;
-  if ((v & 0x7F) == 0x7F) return __int_as_float(0x7FC00000);
-  const int exp = (v >> 3) & 0xF, man = v & 0x7;
-  const float mag = exp == 0 ? ldexpf(static_cast<float>(man), -9)
-                             : ldexpf(static_cast<float>(8 + man), exp - 10);
-  return (v & 0x80) ? -mag : mag;
+  const uint32_t e = (v >> 3) & 0xF, m = v & 0x7, sign = (v & 0x80) << 24;
+  const uint32_t normal = sign | ((e + 120) << 23) | (m << 20);
+  const uint32_t sub = sign | __float_as_uint(static_cast<float>(m) * 0.001953125f);  // m · 2^-9
+  return (e == 0xF && m == 0x7) ? __int_as_float(0x7FC00000)
+                                : __uint_as_float(e == 0 ? sub : normal);
 }
 
+// e2m1 → fp32 with integer ops only: codes 2..7 are 2^((c>>1)−1)·(1 + (c&1)/2), code 1 is 0.5.
 __device__ __forceinline__ float e2m1(uint32_t code) {
-  const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float mag = mags[code & 7];
-  return (code & 8) ? -mag : mag;
+  const uint32_t c = code & 7, sign = (code & 8) << 28;
+  const uint32_t mag = c >= 2 ? (((c >> 1) + 126) << 23) | ((c & 1) << 22) : (c == 1 ? (126u << 23) : 0u);
+  return __int_as_float(static_cast<int>(sign | mag));
 }
 
-// Decodes weights [k0, k0 + 8) of row n into wv (unscaled); k0 % 8 == 0. Vector loads when the
-// row stride keeps them aligned (K % 16 == 0), element loads otherwise (with k < K bounds).
+// Row n's weights as bytes: bf16 2 per element, e4m3 1, e2m1 half, f32 4.
 template <int kFmt>
-__device__ __forceinline__ void load_chunk(const uint8_t* w, int64_t n, int64_t K, int64_t k0,
-                                           bool vec, float wv[kChunk]) {
-  if (kFmt == 0) {  // bf16
-    const uint16_t* row = reinterpret_cast<const uint16_t*>(w) + n * K;
-    if (vec) {
-      const uint4 q = *reinterpret_cast<const uint4*>(row + k0);
-      const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+__device__ __forceinline__ int64_t row_bytes(int64_t K) {
+  return kFmt == 0 ? 2 * K : kFmt == 1 ? K : kFmt == 2 ? K / 2 : 4 * K;
+}
+
+// Decodes one 16-byte chunk (kElems weights, unscaled).
+template <int kFmt>
+__device__ __forceinline__ void decode(const uint4& q, float* wv) {
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+  if (kFmt == 0) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wv[2 * j] = __int_as_float(static_cast<int>(u[j] << 16));
-        wv[2 * j + 1] = __int_as_float(static_cast<int>(u[j] & 0xFFFF0000u));
+    for (int j = 0; j < 4; ++j) {
+      wv[2 * j] = __int_as_float(static_cast<int>(u[j] << 16));
+      wv[2 * j + 1] = __int_as_float(static_cast<int>(u[j] & 0xFFFF0000u));
+    }
+  } else if (kFmt == 1) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) wv[j] = e4m3(u[j / 4] >> (8 * (j % 4)));
+  } else if (kFmt == 2) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) wv[j] = e2m1(u[j / 8] >> (4 * (j % 8)));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wv[j] = __int_as_float(static_cast<int>(u[j]));
+  }
+}
+
+// Element k of row `w` (the unaligned path), unscaled.
+template <int kFmt>
+__device__ __forceinline__ float element(const uint8_t* w, int64_t k) {
+  if (kFmt == 0) return __int_as_float(static_cast<int>(static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(w)[k]) << 16));
+  if (kFmt == 1) return e4m3(w[k]);
+  if (kFmt == 2) return e2m1(w[k / 2] >> (4 * (k & 1)));
+  return reinterpret_cast<const float*>(w)[k];
+}
+
+__device__ __forceinline__ float scale_at(const void* scale, bool scale_f32, int64_t i) {
+  return scale_f32 ? static_cast<const float*>(scale)[i] : ue8m0(static_cast<const uint8_t*>(scale)[i]);
+}
+
+// The lane partials of one weight row against kRows rows of x (x_rows[i], null past the end):
+// lane l owns the chunks l, l + 32, l + 64, ... of kElems elements, each decoded once, scaled
+// (a chunk never straddles a scale block: block_cols is a multiple of kElems, or the weight is
+// unscaled) and fma'd into acc[i] in k order. Aligned (vector) path when K % kElems == 0, else
+// element loads. Both kernels below use exactly this, so their per-element arithmetic agrees.
+template <int kFmt, int kRows>
+__device__ __forceinline__ void row_partials(const uint8_t* __restrict__ wrow, const void* scale,
+                                             bool scale_f32, int64_t srow, int64_t K, int64_t bc,
+                                             const float* const* x_rows, int lane,
+                                             float acc[kRows]) {
+  constexpr int E = Fmt<kFmt>::kElems;
+  const int64_t scale_cols = bc > 0 ? (K + bc - 1) / bc : 0;
+  if (K % E == 0) {
+    const uint4* wq = reinterpret_cast<const uint4*>(wrow);
+    const int64_t chunks = K / E;
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+      uint4 q[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (c0 + 32 * u < chunks) q[u] = __ldg(wq + c0 + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= chunks) break;
+        float wv[E];
+        decode<kFmt>(q[u], wv);
+        const int64_t k0 = c * E;
+        if (scale != nullptr) {
+          const float sc = scale_at(scale, scale_f32, srow * scale_cols + k0 / bc);
+#pragma unroll
+          for (int j = 0; j < E; ++j) wv[j] *= sc;
+        }
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          if (x_rows[i] == nullptr) break;
+          const float4* xr = reinterpret_cast<const float4*>(x_rows[i] + k0);
+          float a = acc[i];
+#pragma unroll
+          for (int j = 0; j < E / 4; ++j) {
+            const float4 xv = xr[j];
+            a = fmaf(xv.x, wv[4 * j], a);
+            a = fmaf(xv.y, wv[4 * j + 1], a);
+            a = fmaf(xv.z, wv[4 * j + 2], a);
+            a = fmaf(xv.w, wv[4 * j + 3], a);
+          }
+          acc[i] = a;
+        }
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j)
-        wv[j] = k0 + j < K ? __int_as_float(static_cast<int>(static_cast<uint32_t>(row[k0 + j]) << 16)) : 0.f;
     }
-  } else if (kFmt == 1) {  // e4m3
-    const uint8_t* row = w + n * K;
-    if (vec) {
-      const uint2 q = *reinterpret_cast<const uint2*>(row + k0);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wv[j] = e4m3(q.x >> (8 * j));
-        wv[4 + j] = e4m3(q.y >> (8 * j));
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) wv[j] = k0 + j < K ? e4m3(row[k0 + j]) : 0.f;
-    }
-  } else if (kFmt == 3) {  // f32
-    const float* row = reinterpret_cast<const float*>(w) + n * K;
-    if (vec) {
-      const float4 a = *reinterpret_cast<const float4*>(row + k0);
-      const float4 b = *reinterpret_cast<const float4*>(row + k0 + 4);
-      wv[0] = a.x; wv[1] = a.y; wv[2] = a.z; wv[3] = a.w;
-      wv[4] = b.x; wv[5] = b.y; wv[6] = b.z; wv[7] = b.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) wv[j] = k0 + j < K ? row[k0 + j] : 0.f;
-    }
-  } else {  // e2m1, two codes a byte, low nibble first; K even
-    const uint8_t* row = w + n * (K / 2);
-    if (vec) {
-      const uint32_t q = *reinterpret_cast<const uint32_t*>(row + k0 / 2);
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) wv[j] = e2m1(q >> (4 * j));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) {
+  } else {
+    for (int64_t k0 = static_cast<int64_t>(lane) * E; k0 < K; k0 += 32 * E) {
+      for (int j = 0; j < E && k0 + j < K; ++j) {
         const int64_t k = k0 + j;
-        wv[j] = k < K ? e2m1(row[k / 2] >> (4 * (k & 1))) : 0.f;
+        float wv = element<kFmt>(wrow, k);
+        if (scale != nullptr) wv *= scale_at(scale, scale_f32, srow * scale_cols + k / bc);
+        for (int i = 0; i < kRows; ++i) {
+          if (x_rows[i] == nullptr) break;
+          acc[i] = fmaf(x_rows[i][k], wv, acc[i]);
+        }
       }
     }
   }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 template <int kFmt>
@@ -106,54 +166,22 @@ linear_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w, const 
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kMTile;
   if (row >= G * N) return;
   const int64_t g = row / N;
-  const int64_t ldx = G * K;
-  const int64_t scale_cols = bc > 0 ? (K + bc - 1) / bc : 0;
-  const bool vec = (K % 16) == 0;
+  const float* x_rows[kMTile];
+#pragma unroll
+  for (int i = 0; i < kMTile; ++i) x_rows[i] = m0 + i < M ? x + (m0 + i) * G * K + g * K : nullptr;
   float acc[kMTile];
 #pragma unroll
   for (int i = 0; i < kMTile; ++i) acc[i] = 0.f;
-  for (int64_t k0 = static_cast<int64_t>(lane) * kChunk; k0 < K; k0 += 32 * kChunk) {
-    float wv[kChunk];
-    load_chunk<kFmt>(w, row, K, k0, vec, wv);
-    if (scale != nullptr) {  // one scale per chunk: bc is a multiple of 8
-      const int64_t si = (row / br) * scale_cols + k0 / bc;
-      const float s = scale_f32 ? static_cast<const float*>(scale)[si]
-                                : ue8m0(static_cast<const uint8_t*>(scale)[si]);
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) wv[j] *= s;
-    }
-#pragma unroll
-    for (int i = 0; i < kMTile; ++i) {
-      const int64_t m = m0 + i;
-      if (m >= M) break;
-      const float* xr = x + m * ldx + g * K + k0;
-      float a = acc[i];
-      if (vec) {
-        const float4 x0 = *reinterpret_cast<const float4*>(xr);
-        const float4 x1 = *reinterpret_cast<const float4*>(xr + 4);
-        a = fmaf(x0.x, wv[0], a); a = fmaf(x0.y, wv[1], a); a = fmaf(x0.z, wv[2], a);
-        a = fmaf(x0.w, wv[3], a); a = fmaf(x1.x, wv[4], a); a = fmaf(x1.y, wv[5], a);
-        a = fmaf(x1.z, wv[6], a); a = fmaf(x1.w, wv[7], a);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j)
-          if (k0 + j < K) a = fmaf(xr[j], wv[j], a);
-      }
-      acc[i] = a;
-    }
-  }
+  row_partials<kFmt, kMTile>(w + row * row_bytes<kFmt>(K), scale, scale_f32, row / br, K, bc,
+                             x_rows, lane, acc);
 #pragma unroll
   for (int i = 0; i < kMTile; ++i) {
-    float v = acc[i];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int64_t m = m0 + i;
-    if (lane == 0 && m < M) out[m * G * N + row] = v;
+    const float v = warp_sum(acc[i]);
+    if (lane == 0 && m0 + i < M) out[(m0 + i) * G * N + row] = v;
   }
 }
 
-// One row of x per slot, the weight chosen per slot by ids[slot] from pointer tables (routed
-// experts). Per element exactly linear_kernel's arithmetic (same chunks, fma order and xor tree),
-// so a slot's result equals that of linear_wq on the expert's weight.
+// One x row per slot, the weight chosen by ids[slot] from pointer tables (routed experts).
 template <int kFmt>
 __global__ void __launch_bounds__(kWarps * 32)
 slots_kernel(const float* __restrict__ x, int64_t x_div, const int32_t* __restrict__ ids,
@@ -172,35 +200,12 @@ slots_kernel(const float* __restrict__ x, int64_t x_div, const int32_t* __restri
   }
   const uint8_t* w = static_cast<const uint8_t*>(w_table[e]);
   const void* scale = s_table != nullptr ? s_table[e] : nullptr;
-  const float* xr0 = x + (slot / x_div) * K;
-  const int64_t scale_cols = bc > 0 ? (K + bc - 1) / bc : 0;
-  const bool vec = (K % 16) == 0;
-  float a = 0.f;
-  for (int64_t k0 = static_cast<int64_t>(lane) * kChunk; k0 < K; k0 += 32 * kChunk) {
-    float wv[kChunk];
-    load_chunk<kFmt>(w, row, K, k0, vec, wv);
-    if (scale != nullptr) {
-      const int64_t si = (row / br) * scale_cols + k0 / bc;
-      const float sc = scale_f32 ? static_cast<const float*>(scale)[si]
-                                 : ue8m0(static_cast<const uint8_t*>(scale)[si]);
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) wv[j] *= sc;
-    }
-    const float* xr = xr0 + k0;
-    if (vec) {
-      const float4 x0 = *reinterpret_cast<const float4*>(xr);
-      const float4 x1 = *reinterpret_cast<const float4*>(xr + 4);
-      a = fmaf(x0.x, wv[0], a); a = fmaf(x0.y, wv[1], a); a = fmaf(x0.z, wv[2], a);
-      a = fmaf(x0.w, wv[3], a); a = fmaf(x1.x, wv[4], a); a = fmaf(x1.y, wv[5], a);
-      a = fmaf(x1.z, wv[6], a); a = fmaf(x1.w, wv[7], a);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j)
-        if (k0 + j < K) a = fmaf(xr[j], wv[j], a);
-    }
-  }
-  for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-  if (lane == 0) out[slot * N + row] = a;
+  const float* x_rows[1] = {x + (slot / x_div) * K};
+  float acc[1] = {0.f};
+  row_partials<kFmt, 1>(w + row * row_bytes<kFmt>(K), scale, scale_f32, row / br, K, bc, x_rows,
+                        lane, acc);
+  const float v = warp_sum(acc[0]);
+  if (lane == 0) out[slot * N + row] = v;
 }
 
 }  // namespace
@@ -229,14 +234,14 @@ void linear_wq(int fmt, const float* x, const void* w, const void* scale, bool s
   dim3 grid(grid_for(G * N, kWarps), grid_for(M, kMTile));
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t bc = scale ? block_cols : 0;
-  if (fmt == 0)
-    linear_kernel<0><<<grid, kWarps * 32, 0, s>>>(x, wb, scale, scale_f32, M, N, K, G, block_rows, bc, out);
-  else if (fmt == 1)
-    linear_kernel<1><<<grid, kWarps * 32, 0, s>>>(x, wb, scale, scale_f32, M, N, K, G, block_rows, bc, out);
-  else if (fmt == 2)
-    linear_kernel<2><<<grid, kWarps * 32, 0, s>>>(x, wb, scale, scale_f32, M, N, K, G, block_rows, bc, out);
-  else
-    linear_kernel<3><<<grid, kWarps * 32, 0, s>>>(x, wb, scale, scale_f32, M, N, K, G, block_rows, bc, out);
+#define DI_LINEAR(F)                                                                             \
+  linear_kernel<F><<<grid, kWarps * 32, 0, s>>>(x, wb, scale, scale_f32, M, N, K, G, block_rows, \
+                                                bc, out)
+  if (fmt == 0) DI_LINEAR(0);
+  else if (fmt == 1) DI_LINEAR(1);
+  else if (fmt == 2) DI_LINEAR(2);
+  else DI_LINEAR(3);
+#undef DI_LINEAR
 }
 
 }  // namespace deepinfer::cuda::kernels
