@@ -348,7 +348,9 @@ Status hyper_connections(Family& f) {
   return OkStatus();
 }
 
-void run_family(BenchContext& ctx, const Phase& p, const char* name, Status st) {
+}  // namespace
+
+void report_setup(BenchContext& ctx, const Phase& p, const char* name, const Status& st) {
   if (st.ok()) return;
   Result r;
   r.phase = p.name;
@@ -359,19 +361,17 @@ void run_family(BenchContext& ctx, const Phase& p, const char* name, Status st) 
   (void)ctx.backend().synchronize();
 }
 
-}  // namespace
-
 void run_phase(BenchContext& ctx, const ModelDims& m, const Phase& p, const std::string& only) {
   Family f{ctx, m, p, only};
   run_stored_format_phase(ctx, m, p, only);
-  run_family(ctx, p, "linear layers", linear_layers(f));
-  run_family(ctx, p, "routed experts", routed_experts(f));
-  run_family(ctx, p, "attention", attention(f));
-  run_family(ctx, p, "indexer", indexer(f));
-  run_family(ctx, p, "compressor", compressor(f));
-  run_family(ctx, p, "moe dispatch", moe_dispatch(f));
-  run_family(ctx, p, "hyper-connections", hyper_connections(f));
-  run_family(ctx, p, "small ops", small_ops(f));
+  report_setup(ctx, p, "linear layers", linear_layers(f));
+  report_setup(ctx, p, "routed experts", routed_experts(f));
+  report_setup(ctx, p, "attention", attention(f));
+  report_setup(ctx, p, "indexer", indexer(f));
+  report_setup(ctx, p, "compressor", compressor(f));
+  report_setup(ctx, p, "moe dispatch", moe_dispatch(f));
+  report_setup(ctx, p, "hyper-connections", hyper_connections(f));
+  report_setup(ctx, p, "small ops", small_ops(f));
 }
 
 void run_weight_ops(BenchContext& ctx, const ModelDims& m, const std::string& only) {
@@ -401,8 +401,8 @@ void run_weight_ops(BenchContext& ctx, const ModelDims& m, const std::string& on
               [&] { return ctx.backend().dequantize(w, &s, 1, 32, out); });
     return OkStatus();
   };
-  run_family(ctx, p, "dequantize fp8", fp8());
-  run_family(ctx, p, "dequantize fp4", fp4());
+  report_setup(ctx, p, "dequantize fp8", fp8());
+  report_setup(ctx, p, "dequantize fp4", fp4());
 }
 
 }  // namespace deepinfer::bench_ops

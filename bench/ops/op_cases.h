@@ -30,6 +30,9 @@ struct Phase {
   int64_t context = 8192;  // decode: tokens already in each sequence's context
 };
 
+// Records a family whose setup failed (st not ok) as an error row and resynchronizes.
+void report_setup(BenchContext& ctx, const Phase& p, const char* name, const Status& st);
+
 // Runs every op family for one phase, appending Results to ctx. Families whose setup fails
 // (e.g. out of memory) record an error row and the rest go on. `only` (substring) filters ops.
 void run_phase(BenchContext& ctx, const ModelDims& m, const Phase& p, const std::string& only);

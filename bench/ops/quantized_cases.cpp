@@ -98,22 +98,11 @@ Status fp4_experts(BenchContext& ctx, const ModelDims& m, const Phase& p, const 
   return OkStatus();
 }
 
-void report(BenchContext& ctx, const Phase& p, const char* name, const Status& st) {
-  if (st.ok()) return;
-  Result r;
-  r.phase = p.name;
-  r.op = name;
-  r.error = "setup failed: " + st.to_string();
-  std::fprintf(stderr, "[bench_ops] %s %s: %s\n", p.name.c_str(), name, r.error.c_str());
-  ctx.results().push_back(std::move(r));
-  (void)ctx.backend().synchronize();
-}
-
 }  // namespace
 
 void run_stored_format_phase(BenchContext& ctx, const ModelDims& m, const Phase& p, const std::string& only) {
-  report(ctx, p, "linear (stored formats)", stored_format_linears(ctx, m, p, only));
-  report(ctx, p, "moe_experts fp4", fp4_experts(ctx, m, p, only));
+  report_setup(ctx, p, "linear (stored formats)", stored_format_linears(ctx, m, p, only));
+  report_setup(ctx, p, "moe_experts fp4", fp4_experts(ctx, m, p, only));
 }
 
 }  // namespace deepinfer::bench_ops

@@ -26,6 +26,7 @@
 
 #include "deepinfer/engine.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/deepinfer/cli_parse.h"
 #include "tools/deepinfer/command.h"
 
 namespace deepinfer::cli {
@@ -174,17 +175,15 @@ int run_bench(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed of the random prompts and of the engine");
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens);
   app.add_option("--max-model-len", cfg.max_model_len, "0 = the model's max_position_embeddings");
-  app.add_option("--kv-cache-memory", cfg.kv_cache_memory, "bytes of KV-cache state");
+  CLI::Option* kv_opt = app.add_option("--kv-cache-memory", cfg.kv_cache_memory,
+                                       "bytes of KV-cache state (the budget on the CPU; a cap on a GPU)");
+  app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
+                 "GPU: fraction of device memory for weights + activations + cache (default 0.9)");
+  app.add_flag("--batch-invariant", cfg.batch_invariant, "batch-invariant kernels");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
   app.add_option("--output-json", o.output_json, "write the results as JSON to this file");
-  for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_expected_max() == 1) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
+  cfg.kv_cache_memory_set = kv_opt->count() > 0;
   cfg.max_num_seqs = max_concurrency;
   cfg.seed = o.seed;
   if (cfg.max_model_len > 0 && o.input_len + o.output_len > cfg.max_model_len) {

@@ -16,6 +16,7 @@
 #include "deepinfer/llm.h"
 #include "tokenizer/chat_dsv4.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/deepinfer/cli_parse.h"
 #include "tools/deepinfer/command.h"
 
 namespace deepinfer::cli {
@@ -160,16 +161,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("--regex", regex, "constrain every output to match this regex (whole output)");
   app.add_option("--grammar", grammar_file, "constrain every output to this grammar (GBNF file; .lark: Lark)");
   app.add_flag("--quiet", quiet, "print only the summary");
-  // A repeated single-value flag takes its last value, so `scripts/run.sh --temperature 0` can
-  // override the script's own settings (repeatable flags like --prompt keep every value).
-  for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_expected_max() == 1) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
   sp.max_tokens = max_tokens;
   sp.logprobs = logprobs;
   cfg.kv_cache_memory_set = kv_opt->count() > 0;
