@@ -34,16 +34,6 @@ std::vector<std::string> random_tokens(std::mt19937& rng, int n) {
   return toks;
 }
 
-std::vector<bool> brute_force(GrammarMatcher& m, const TokenVocabulary& v) {
-  std::vector<bool> allowed(v.vocab_size(), false);
-  for (int32_t t = 0; t < v.num_tokens(); ++t) {
-    if (v.is_eos(t)) { allowed[t] = m.can_terminate(); continue; }
-    if (v.is_special(t) || v.token_bytes(t).empty()) continue;
-    allowed[t] = m.can_accept_bytes(v.token_bytes(t));
-  }
-  return allowed;
-}
-
 struct Totals {
   uint64_t plain_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
 };

@@ -17,16 +17,6 @@ std::vector<std::string> tricky_tokens() {
           " \"", "}", "]", ",\"", "--", "-1", "01", "ok\"", "x\"}", "[\"", "[]", "{}", "0,", "1]"};
 }
 
-std::vector<bool> brute_force(GrammarMatcher& m, const TokenVocabulary& v) {
-  std::vector<bool> allowed(v.vocab_size(), false);
-  for (int32_t t = 0; t < v.num_tokens(); ++t) {
-    if (v.is_eos(t)) { allowed[t] = m.can_terminate(); continue; }
-    if (v.is_special(t) || v.token_bytes(t).empty()) continue;
-    allowed[t] = m.can_accept_bytes(v.token_bytes(t));
-  }
-  return allowed;
-}
-
 void check_random_walks(const std::shared_ptr<CompiledGrammar>& g, int walks, int steps) {
   auto vocab = byte_vocab(tricky_tokens());
   std::mt19937 rng(test_seed());

@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +120,18 @@ inline std::shared_ptr<const TokenVocabulary> byte_vocab(const std::vector<std::
   toks.push_back("<|tool|>"); special.push_back(1);  // another special token
   int32_t eos = static_cast<int32_t>(toks.size()) - 2;
   return TokenVocabulary::create(toks, special, {eos}, static_cast<int32_t>(toks.size()) + 5).value();
+}
+
+// The mask by definition: a token is allowed iff the matcher can take its bytes; EOS iff the
+// parse can end; special and empty tokens never.
+inline std::vector<bool> brute_force(GrammarMatcher& m, const TokenVocabulary& v) {
+  std::vector<bool> allowed(v.vocab_size(), false);
+  for (int32_t t = 0; t < v.num_tokens(); ++t) {
+    if (v.is_eos(t)) { allowed[t] = m.can_terminate(); continue; }
+    if (v.is_special(t) || v.token_bytes(t).empty()) continue;
+    allowed[t] = m.can_accept_bytes(v.token_bytes(t));
+  }
+  return allowed;
 }
 
 inline uint32_t test_seed() {
