@@ -112,6 +112,9 @@ class Backend {
   virtual Status upload(const Tensor& host, Tensor& dst);
   // host (host memory) = src (backend memory); same dtype and numel; waits for queued work.
   virtual Status download(const Tensor& src, Tensor& host);
+  // Makes the calling thread able to run this backend's ops (a device backend selects its device
+  // for the thread). Call once on every thread other than the creating one that runs ops.
+  virtual Status bind_thread() { return OkStatus(); }
   // Free and total bytes of the device's memory; false for host backends.
   virtual bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const {
     (void)free_bytes;

@@ -146,7 +146,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->stats.kv_summary = plan->summary();
   impl->scheduler = std::make_unique<engine::Scheduler>(sc, impl->kv.get());
   impl->runner = std::make_unique<engine::ModelRunner>(impl->model.get());
-  impl->executor = std::make_unique<engine::StepExecutor>(impl->runner.get(), config.async_scheduling);
+  impl->executor = std::make_unique<engine::StepExecutor>(impl->runner.get(), config.async_scheduling,
+                                                          impl->backend.get());
   log_info("engine: model " + impl->model_dir + " (" + info.family + ", " +
            std::to_string(info.num_layers) + " layers), max_model_len " +
            std::to_string(sc.max_model_len) + ", kv " + plan->summary() +

@@ -6,7 +6,8 @@
 
 namespace deepinfer::engine {
 
-StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread) : runner_(runner) {
+StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread, backend::Backend* backend)
+    : runner_(runner), backend_(backend) {
   DI_CHECK(runner != nullptr) << "StepExecutor needs a model runner";
   if (use_worker_thread) worker_ = std::thread([this] { worker_loop(); });
 }
@@ -35,6 +36,8 @@ void StepExecutor::run_job() {
 }
 
 void StepExecutor::worker_loop() {
+  // A failure here shows up as the failure of the first forward (the op reports it).
+  if (backend_ != nullptr) (void)backend_->bind_thread();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || has_job_; });

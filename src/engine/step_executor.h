@@ -34,7 +34,9 @@ struct StepResult {
 class StepExecutor {
  public:
   // `runner` must outlive the executor. `use_worker_thread` false: launch() runs the forward inline.
-  StepExecutor(ModelRunner* runner, bool use_worker_thread);
+  // `backend` (optional, must outlive the executor) is bound to the worker thread before its
+  // first forward (a CUDA backend selects its device there).
+  StepExecutor(ModelRunner* runner, bool use_worker_thread, backend::Backend* backend = nullptr);
   ~StepExecutor();  // waits for a forward in flight, then stops the worker
   StepExecutor(const StepExecutor&) = delete;
   StepExecutor& operator=(const StepExecutor&) = delete;
@@ -50,6 +52,7 @@ class StepExecutor {
   void run_job();  // job_ -> result_
 
   ModelRunner* runner_;
+  backend::Backend* backend_ = nullptr;
   bool in_flight_ = false;            // engine-thread view: launched and not yet waited for
   std::vector<std::string> deferred_releases_;
 

@@ -93,6 +93,7 @@ struct CudaBackend::State {
   DeviceBuffer workspace;   // grows on demand (top-k sort)
   const char* last_op = "";
   bool batch_invariant = false;
+  int device = 0;
 };
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : st_(std::move(state)) {}
@@ -108,6 +109,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
                                              std::move(blas), std::move(flag), DeviceBuffer(),
                                              ""});
   st->batch_invariant = options.batch_invariant;
+  st->device = options.device;
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(st)));
 }
 
@@ -146,6 +148,11 @@ StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
 }
 
 uint64_t CudaBackend::allocated_bytes() const { return st_->cache->held(); }
+
+Status CudaBackend::bind_thread() {
+  DI_CUDA_RETURN_IF_ERROR(cudaSetDevice(st_->device));
+  return OkStatus();
+}
 
 bool CudaBackend::memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const {
   size_t f = 0, t = 0;

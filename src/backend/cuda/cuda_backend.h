@@ -40,6 +40,7 @@ class CudaBackend : public backend::Backend {
   Status upload(const backend::Tensor& host, backend::Tensor& dst) override;
   Status download(const backend::Tensor& src, backend::Tensor& host) override;
   bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const override;
+  Status bind_thread() override;  // cudaSetDevice(options.device) for the calling thread
   // Bytes held by the allocator (in use + cached).
   uint64_t allocated_bytes() const;
 
