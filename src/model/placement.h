@@ -24,24 +24,27 @@ inline StatusOr<backend::Tensor> to_backend(backend::Backend& be, const backend:
   return t;
 }
 
+// Host values (I32 or F32) as a tensor in the backend's memory.
+template <typename T>
+StatusOr<backend::Tensor> to_backend_values(backend::Backend& be, std::span<const T> values,
+                                            DType dtype, backend::Shape shape) {
+  backend::Tensor host = backend::Tensor::borrow(values.data(), dtype, std::move(shape));
+  if (be.host_memory()) return host.clone();
+  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.alloc(dtype, host.shape()));
+  DI_RETURN_IF_ERROR(be.upload(host, t));
+  return t;
+}
+
 inline StatusOr<backend::Tensor> to_backend_i32(backend::Backend& be,
                                                 std::span<const int32_t> values,
                                                 backend::Shape shape) {
-  backend::Tensor host = backend::Tensor::borrow(values.data(), DType::kI32, std::move(shape));
-  if (be.host_memory()) return host.clone();
-  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.alloc(DType::kI32, host.shape()));
-  DI_RETURN_IF_ERROR(be.upload(host, t));
-  return t;
+  return to_backend_values(be, values, DType::kI32, std::move(shape));
 }
 
 inline StatusOr<backend::Tensor> to_backend_f32(backend::Backend& be,
                                                 std::span<const float> values,
                                                 backend::Shape shape) {
-  backend::Tensor host = backend::Tensor::borrow(values.data(), DType::kF32, std::move(shape));
-  if (be.host_memory()) return host.clone();
-  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.alloc(DType::kF32, host.shape()));
-  DI_RETURN_IF_ERROR(be.upload(host, t));
-  return t;
+  return to_backend_values(be, values, DType::kF32, std::move(shape));
 }
 
 // A host copy of `t` (itself when it is already host memory).
