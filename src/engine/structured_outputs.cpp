@@ -13,15 +13,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/thread_pool.h"
-#include "structured/compile.h"
-#include "structured/gbnf.h"
-#include "structured/json_schema.h"
-#if __has_include("structured/lark.h")
-#include "structured/lark.h"
-#define DI_HAVE_LARK 1
-#else
-#define DI_HAVE_LARK 0
-#endif
+#include "engine/structured_spec.h"
 #include "structured/vocab_from_tokenizer.h"
 
 namespace deepinfer::engine {
@@ -39,64 +31,6 @@ struct GrammarEntry {
   Status error;
   std::vector<std::string> warnings;
 };
-
-struct CompiledSpec {
-  std::shared_ptr<const CompiledGrammar> grammar;
-  std::vector<std::string> warnings;
-};
-
-// GrammarSyntax::kAuto: GBNF rules are written `name ::= ...`; Lark rules `name: ...`.
-bool looks_like_lark(const std::string& text) {
-  return text.find("::=") == std::string::npos && text.find(':') != std::string::npos;
-}
-
-StatusOr<CompiledSpec> compile_spec(const StructuredOutputsParams& p) {
-  structured::JsonSchemaOptions jo;
-  jo.lenient = p.lenient;
-  jo.whitespace = p.whitespace == StructuredOutputsParams::Whitespace::kCompact
-                      ? structured::JsonSchemaOptions::Whitespace::kCompact
-                      : structured::JsonSchemaOptions::Whitespace::kFlexible;
-  CompiledSpec out;
-  if (p.json) {
-    auto r = structured::compile_json_schema(*p.json, jo);
-    if (!r.ok()) return r.status().with_context("structured_outputs.json");
-    out.grammar = std::move(r->grammar);
-    out.warnings = std::move(r->warnings);
-  } else if (p.regex) {
-    auto r = structured::compile_regex(*p.regex);
-    if (!r.ok()) return r.status().with_context("structured_outputs.regex");
-    out.grammar = std::move(r).value();
-  } else if (p.grammar) {
-    using Syntax = StructuredOutputsParams::GrammarSyntax;
-    const bool lark = p.grammar_syntax == Syntax::kLark ||
-                      (p.grammar_syntax == Syntax::kAuto && looks_like_lark(*p.grammar));
-    if (lark) {
-#if DI_HAVE_LARK
-      auto r = structured::compile_lark(*p.grammar);
-      if (!r.ok()) return r.status().with_context("structured_outputs.grammar (Lark)");
-      out.grammar = std::move(r->grammar);
-      out.warnings = std::move(r->warnings);
-      return out;
-#else
-      if (p.grammar_syntax == Syntax::kLark) {
-        return Unimplemented(
-            "structured_outputs.grammar_syntax 'lark': Lark grammars are not built into this "
-            "deepinfer; write the grammar in GBNF");
-      }
-#endif
-    }
-    auto r = structured::compile_gbnf(*p.grammar);
-    if (!r.ok()) return r.status().with_context("structured_outputs.grammar (GBNF)");
-    out.grammar = std::move(r).value();
-  } else if (p.json_object) {
-    auto r = structured::compile_any_json(/*object_root=*/true, jo);
-    if (!r.ok()) return r.status().with_context("structured_outputs.json_object");
-    out.grammar = std::move(r).value();
-  } else {
-    return InvalidArgument("structured_outputs: nothing to compile");
-  }
-  return out;
-}
 
 }  // namespace
 
