@@ -9,13 +9,12 @@ Lark regexp dialect (structured/lark_regex.h), with Python's re.fullmatch as the
    scoped flags, verbose, octal) against haystacks drawn from a fixed alphabet (seeded).
 Usage: python3 make_lark_regex_fixture.py SHARED_TESTDATA_REGEX_DIR OUT.jsonl
 """
-import glob
 import json
-import os
 import random
 import re
 import sys
-import tomllib
+
+from rust_regex_corpus import rust_regex_tests
 
 PYTHON_PATTERNS = [
     (r"\d+", ""), (r"(?a:\d+)", ""), (r"\w+", ""), (r"\W", ""), (r"\s", ""), (r"\S+", ""),
@@ -37,22 +36,14 @@ ALPHABET = ["a", "b", "c", "k", "s", "t", "x", "A", "B", "K", "S", "1", "9", "_"
 def main():
     src, out = sys.argv[1], sys.argv[2]
     cases = []
-    files = sorted(glob.glob(os.path.join(src, "rust-regex", "*.toml")) +
-                   glob.glob(os.path.join(src, "rust-regex", "fowler", "*.toml")))
-    for path in files:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-        for t in doc.get("test", []):
-            r, h = t.get("regex"), t.get("haystack")
-            if not isinstance(r, str) or not isinstance(h, str):
-                continue
-            flags = "i" if t.get("case-insensitive") else ""
-            try:
-                rx = re.compile(r, re.I if flags else 0)
-            except (re.error, OverflowError, RecursionError):
-                continue
-            cases.append({"source": os.path.relpath(path, src) + ":" + t.get("name", ""),
-                          "regex": r, "flags": flags, "text": h, "full": rx.fullmatch(h) is not None})
+    for source, t, r, h in rust_regex_tests(src):
+        flags = "i" if t.get("case-insensitive") else ""
+        try:
+            rx = re.compile(r, re.I if flags else 0)
+        except (re.error, OverflowError, RecursionError):
+            continue
+        cases.append({"source": source, "regex": r, "flags": flags, "text": h,
+                      "full": rx.fullmatch(h) is not None})
     rng = random.Random(20261129)
     for r, flags in PYTHON_PATTERNS:
         rf = 0

@@ -7,12 +7,11 @@ POSIX classes, {,n}, Unicode classes, haystacks with \\r or U+2028/9 (ECMA `.` e
 \\s/\\d/\\w against non-ASCII text, and options (case-insensitive, multi-line, bytes, ...).
 Usage: python3 make_regex_fixture.py SHARED_TESTDATA_REGEX_DIR OUT.jsonl
 """
-import glob
 import json
-import os
 import re
 import sys
-import tomllib
+
+from rust_regex_corpus import rust_regex_tests
 
 
 def skip_regex(r):
@@ -25,30 +24,22 @@ def skip_regex(r):
 def main():
     src, out = sys.argv[1], sys.argv[2]
     cases = []
-    files = sorted(glob.glob(os.path.join(src, "rust-regex", "*.toml")) +
-                   glob.glob(os.path.join(src, "rust-regex", "fowler", "*.toml")))
-    for path in files:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-        for t in doc.get("test", []):
-            r, h = t.get("regex"), t.get("haystack")
-            if not isinstance(r, str) or not isinstance(h, str):
-                continue
-            opts = set(t) - {"name", "regex", "haystack", "matches", "match-limit", "anchored",
-                             "compiles", "unicode", "utf8", "search-kind", "match-kind"}
-            if opts or t.get("unicode") is False or t.get("utf8") is False:
-                continue
-            if t.get("compiles") is False or skip_regex(r):
-                continue
-            if any(c in h for c in "\r\u2028\u2029") or (not h.isascii() and re.search(r"\\[sSdDwW]", r)):
-                continue
-            try:
-                rx = re.compile(r)
-            except (re.error, OverflowError):
-                continue
-            cases.append({"source": os.path.relpath(path, src) + ":" + t.get("name", ""), "regex": r,
-                          "text": h, "full": rx.fullmatch(h) is not None,
-                          "search": rx.search(h) is not None})
+    for source, t, r, h in rust_regex_tests(src):
+        opts = set(t) - {"name", "regex", "haystack", "matches", "match-limit", "anchored",
+                         "compiles", "unicode", "utf8", "search-kind", "match-kind"}
+        if opts or t.get("unicode") is False or t.get("utf8") is False:
+            continue
+        if t.get("compiles") is False or skip_regex(r):
+            continue
+        if any(c in h for c in "\r\u2028\u2029") or (not h.isascii() and re.search(r"\\[sSdDwW]", r)):
+            continue
+        try:
+            rx = re.compile(r)
+        except (re.error, OverflowError):
+            continue
+        cases.append({"source": source, "regex": r,
+                      "text": h, "full": rx.fullmatch(h) is not None,
+                      "search": rx.search(h) is not None})
     with open(out, "w") as f:
         for c in cases:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")

@@ -131,28 +131,27 @@ Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatc
   const RopeTable& rope =
       lw.attn.type == io::AttentionType::kSliding ? w_->rope_main : w_->rope_compress;
 
-  // Attention site.
-  DI_ALLOC(post_a, be, DType::kF32, {S, d.hc});
-  DI_ALLOC(comb_a, be, DType::kF32, {S, d.hc, d.hc});
-  DI_ALLOC(x_a, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(hc_map(be, d, lw.attn_hc, streams, post_a, comb_a, x_a));
-  DI_ALLOC(attn_in, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(be.rms_norm(x_a, &lw.attn_norm, d.eps, attn_in));
-  DI_ALLOC(y_a, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(attention_forward(be, d, lw.attn, rope, attn_in, step, layer, y_a));
+  // One mHC site: collapse the streams, RMSNorm, the block, expand into `out` (§3).
+  auto site = [&](const HcSiteWeights& hc, const Tensor& norm, const Tensor& in, Tensor& out,
+                  const auto& block) -> Status {
+    DI_ALLOC(post, be, DType::kF32, {S, d.hc});
+    DI_ALLOC(comb, be, DType::kF32, {S, d.hc, d.hc});
+    DI_ALLOC(x, be, DType::kF32, {S, d.H});
+    DI_RETURN_IF_ERROR(hc_map(be, d, hc, in, post, comb, x));
+    DI_ALLOC(xn, be, DType::kF32, {S, d.H});
+    DI_RETURN_IF_ERROR(be.rms_norm(x, &norm, d.eps, xn));
+    DI_ALLOC(y, be, DType::kF32, {S, d.H});
+    DI_RETURN_IF_ERROR(block(xn, y));
+    return hc_expand(be, in, y, post, comb, out);
+  };
   DI_ALLOC(streams_a, be, DType::kF32, {S, d.hc, d.H});
-  DI_RETURN_IF_ERROR(hc_expand(be, streams, y_a, post_a, comb_a, streams_a));
-
-  // MoE site.
-  DI_ALLOC(post_f, be, DType::kF32, {S, d.hc});
-  DI_ALLOC(comb_f, be, DType::kF32, {S, d.hc, d.hc});
-  DI_ALLOC(x_f, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(hc_map(be, d, lw.ffn_hc, streams_a, post_f, comb_f, x_f));
-  DI_ALLOC(ffn_in, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(be.rms_norm(x_f, &lw.ffn_norm, d.eps, ffn_in));
-  DI_ALLOC(y_f, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(moe_forward(be, d, config_.scoring_func, lw.moe, ffn_in, step.tokens, y_f));
-  return hc_expand(be, streams_a, y_f, post_f, comb_f, streams);
+  DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, streams_a,
+                          [&](const Tensor& x, Tensor& y) {
+                            return attention_forward(be, d, lw.attn, rope, x, step, layer, y);
+                          }));
+  return site(lw.ffn_hc, lw.ffn_norm, streams_a, streams, [&](const Tensor& x, Tensor& y) {
+    return moe_forward(be, d, config_.scoring_func, lw.moe, x, step.tokens, y);
+  });
 }
 
 }  // namespace deepinfer::model::v4
