@@ -4,6 +4,7 @@
 // tokenized, and driven token by token: fill_mask (timed) then accept_token, then EOS.
 //   bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]
 //                    [--ids-out FILE] [--profile FILE] [--generate N --gen-out FILE]
+//                    [--clock wall|cpu] [--dfa-digest FILE] [--cold-compile]
 // --profile writes one JSON line per mask (time and MaskStats) for finding slow states.
 // bench_structured --serve --tokenizer DIR: the deepinfer side of compare.py. Reads JSON lines
 // {"schema": {...}, "docs": [[ids], ...]} from stdin and answers each with one line
@@ -11,6 +12,7 @@
 // so that the three engines can be interleaved schema by schema in one process tree.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,6 +34,22 @@ using OJson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// --clock cpu: time with this thread's CPU clock instead of the wall clock, for before/after
+// comparisons on a loaded machine (the peers in compare.py are always timed by wall clock).
+bool g_cpu_clock = false;
+// --cold-compile: empty the process-wide DFA build memo before every compile, so that compile
+// times do not profit from lexemes of earlier schemas (the mask cache is still shared).
+bool g_cold_compile = false;
+
+double now_us() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+  }
+  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+}
 
 std::string serialize(const OJson& v) {
   if (v.is_object()) {
@@ -71,9 +89,9 @@ bool drive(const std::shared_ptr<CompiledGrammar>& g, const std::shared_ptr<cons
   seq.push_back(vocab->eos_ids()[0]);
   int step = 0;
   for (int32_t id : seq) {
-    auto t1 = Clock::now();
+    double t1 = now_us();
     Status st = m.fill_mask(mask.data(), mask.size());
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
+    double us = now_us() - t1;
     mask_us.push_back(us);
     if (profile) {
       const MaskStats& ms = m.last_mask_stats();
@@ -89,13 +107,29 @@ bool drive(const std::shared_ptr<CompiledGrammar>& g, const std::shared_ptr<cons
   return true;
 }
 
+// FNV-style digest of a terminal automaton's tables through the public API (--dfa-digest: checks
+// that a change to the DFA construction yields identical automata on every MaskBench terminal).
+uint64_t dfa_digest(const Dfa& d) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+  mix(d.start());
+  mix(d.num_states());
+  for (int b = 0; b < 256; ++b) mix(d.byte_class(static_cast<uint8_t>(b)));
+  for (uint32_t s = 0; s < d.num_states(); ++s) {
+    mix(d.accepting(s));
+    for (int b = 0; b < 256; ++b) mix(d.next(s, static_cast<uint8_t>(b)));
+  }
+  return h;
+}
+
 int serve(const std::shared_ptr<const TokenVocabulary>& vocab) {
   std::vector<uint32_t> mask(vocab->bitmask_words());
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
     OJson req = OJson::parse(line);
-    auto t0 = Clock::now();
+    if (g_cold_compile) Dfa::clear_build_cache();
+    double t0 = now_us();
     auto g = compile_json_schema(req["schema"].dump());
     if (!g.ok()) {
       std::cout << OJson{{"error", g.status().to_string()}}.dump() << std::endl;
@@ -103,7 +137,7 @@ int serve(const std::shared_ptr<const TokenVocabulary>& vocab) {
     }
     GrammarMatcher first(g->grammar, vocab);
     Status st0 = first.fill_mask(mask.data(), mask.size());
-    double cus = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    double cus = now_us() - t0;
     std::vector<double> mask_us;
     int mask_errors = 0, not_accepted = 0;
     for (const auto& d : req["docs"]) {
@@ -118,16 +152,17 @@ int serve(const std::shared_ptr<const TokenVocabulary>& vocab) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, tok_dir, json_out, ids_out, gen_out, profile_out;
+  std::string dir, tok_dir, json_out, ids_out, gen_out, profile_out, digest_out;
   int every = 1, gen_per_schema = 0;
   bool serve_mode = false;
   uint32_t seed = std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--serve") serve_mode = true;
+    if (std::string(argv[i]) == "--cold-compile") g_cold_compile = true;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--serve") { --i; continue; }
+    if (a == "--serve" || a == "--cold-compile") { --i; continue; }
     if (a == "--profile") profile_out = argv[i + 1];
     if (a == "--maskbench") dir = argv[i + 1];
     else if (a == "--tokenizer") tok_dir = argv[i + 1];
@@ -136,6 +171,8 @@ int main(int argc, char** argv) {
     else if (a == "--ids-out") ids_out = argv[i + 1];
     else if (a == "--generate") gen_per_schema = std::stoi(argv[i + 1]);  // random documents per schema
     else if (a == "--gen-out") gen_out = argv[i + 1];
+    else if (a == "--dfa-digest") digest_out = argv[i + 1];
+    else if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
     else if (a == "--seed") seed = static_cast<uint32_t>(std::stoul(argv[i + 1]));  // JSONL {file, schema, ids} for baselines
   }
   if (serve_mode && !tok_dir.empty()) {
@@ -163,20 +200,27 @@ int main(int argc, char** argv) {
   if (!gen_out.empty()) gen_file.open(gen_out);
   std::mt19937 rng(seed);
   int generated = 0, truncated = 0;
-  std::ofstream ids_file, profile_file;
+  std::ofstream ids_file, profile_file, digest_file;
+  if (!digest_out.empty()) digest_file.open(digest_out);
   if (!ids_out.empty()) ids_file.open(ids_out);
   if (!profile_out.empty()) profile_file.open(profile_out);
   for (size_t fi = 0; fi < files.size(); fi += every) {
     std::ifstream f(files[fi]);
     OJson doc = OJson::parse(f);
     ++schemas;
-    auto t0 = Clock::now();
+    if (g_cold_compile) Dfa::clear_build_cache();
+    double t0 = now_us();
     auto g = compile_json_schema(doc["schema"].dump());
     if (!g.ok()) continue;
+    if (digest_file) {
+      digest_file << files[fi].filename().string();
+      for (int t = 0; t < g->grammar->num_terminals(); ++t) digest_file << " " << dfa_digest(g->grammar->dfa(t));
+      digest_file << "\n";
+    }
     // Time to first mask counts as compile (lexer automata are built eagerly at compile).
     GrammarMatcher first(g->grammar, vocab);
     Status st0 = first.fill_mask(mask.data(), mask.size());
-    double cus = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    double cus = now_us() - t0;
     compile_us.push_back(cus);
     ++compiled;
     for (const auto& tc : doc["tests"]) {

@@ -206,7 +206,8 @@ StatusOr<Nfa> build_nfa(const TerminalComponent& c) {
 // Epsilon closure of `set` (sorted unique output).
 void closure(const Nfa& nfa, std::vector<uint32_t>* set, bool allow_begin, bool allow_end,
              std::vector<uint8_t>* mark) {
-  std::vector<uint32_t> stack(set->begin(), set->end());
+  thread_local std::vector<uint32_t> stack;
+  stack.assign(set->begin(), set->end());
   for (uint32_t s : *set) (*mark)[s] = 1;
   while (!stack.empty()) {
     uint32_t s = stack.back();
@@ -282,12 +283,11 @@ std::shared_ptr<const Dfa::Tables> Dfa::intern(std::shared_ptr<Tables> t) {
   return t;
 }
 
-StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
+StatusOr<Dfa> Dfa::build_uncached(const TerminalSpec& spec, uint32_t max_states) {
   std::vector<Nfa> nfas;
   for (const auto& c : spec.components) {
-    auto n = build_nfa(c);
-    if (!n.ok()) return Status(n.status().code(), "terminal " + spec.name + ": " + n.status().message());
-    nfas.push_back(std::move(*n));
+    DI_ASSIGN_OR_RETURN(Nfa n, build_nfa(c));
+    nfas.push_back(std::move(n));
   }
   auto tables = std::make_shared<Tables>();
   Tables& dfa = *tables;
@@ -313,9 +313,6 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   using Key = std::vector<uint32_t>;  // [is_start, n0, states..., n1, states...]
   std::vector<Key> keys;
   std::unordered_map<std::string, uint32_t> index;
-  auto key_string = [](const Key& k) {
-    return std::string(reinterpret_cast<const char*>(k.data()), k.size() * 4);
-  };
   auto is_dead = [&](const Key& k) {
     size_t p = 1;
     for (size_t i = 0; i < nfas.size(); ++i) {
@@ -341,17 +338,17 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   // State 0: dead.
   keys.push_back(Key{});
   dfa.accepting.push_back(0);
+  std::string key_buf;
   auto intern = [&](Key k) -> StatusOr<uint32_t> {
     if (is_dead(k)) return 0u;
-    std::string ks = key_string(k);
-    auto it = index.find(ks);
+    key_buf.assign(reinterpret_cast<const char*>(k.data()), k.size() * 4);
+    auto it = index.find(key_buf);
     if (it != index.end()) return it->second;
     if (keys.size() >= max_states) {
-      return ResourceExhausted("terminal " + spec.name + ": automaton exceeds " +
-                               std::to_string(max_states) + " DFA states");
+      return ResourceExhausted("automaton exceeds " + std::to_string(max_states) + " DFA states");
     }
     uint32_t id = static_cast<uint32_t>(keys.size());
-    index.emplace(std::move(ks), id);
+    index.emplace(key_buf, id);
     dfa.accepting.push_back(accepts(k) ? 1 : 0);
     keys.push_back(std::move(k));
     return id;
@@ -370,33 +367,71 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
   }
   DI_ASSIGN_OR_RETURN(dfa.start, intern(std::move(start)));
   dfa.trans.assign(dfa.num_classes, 0);  // dead row
+  // Per state: the NFA targets of every class in one pass over the edges (an edge covers whole
+  // classes, since classes are cut at every edge boundary), then closure and interning per class.
+  const uint32_t nc = dfa.num_classes;
+  const uint32_t quote_class = dfa.class_of[static_cast<uint8_t>('"')];
+  std::vector<std::vector<uint32_t>> bucket(static_cast<size_t>(nc) * nfas.size());
+  std::vector<uint32_t> from;
+  std::string pre_buf;
+  std::unordered_map<std::string, uint32_t> pre_index;
   for (uint32_t s = 1; s < keys.size(); ++s) {
-    dfa.trans.resize(static_cast<size_t>(s + 1) * dfa.num_classes, 0);
-    for (uint32_t c = 0; c < dfa.num_classes; ++c) {
-      uint8_t byte = representative[c];
+    dfa.trans.resize(static_cast<size_t>(s + 1) * nc, 0);
+    const uint32_t flag = keys[s][0];
+    const uint32_t new_flag = flag == 2 ? 1 : 0;
+    // A raw quote in a JSON string is the closing one: END assertions are followed first.
+    const bool quote_closes = json && flag != 2 && representative[quote_class] == '"';
+    size_t p = 1;
+    for (size_t i = 0; i < nfas.size(); ++i) {
       const Key& k = keys[s];
-      uint32_t new_flag = k[0] == 2 ? 1 : 0;
-      Key next{new_flag};
-      size_t p = 1;
-      for (size_t i = 0; i < nfas.size(); ++i) {
-        uint32_t n = k[p];
-        std::vector<uint32_t> from(k.begin() + p + 1, k.begin() + p + 1 + n);
-        if (json && byte == '"' && k[0] != 2) closure(nfas[i], &from, k[0] == 1, true, &marks[i]);
-        std::vector<uint32_t> set;
-        for (uint32_t st : from) {
-          for (const auto& e : nfas[i].edges[st]) {
-            if (byte >= e.lo && byte <= e.hi) set.push_back(e.to);
+      const uint32_t n = k[p];
+      std::vector<uint32_t>* b = bucket.data() + i * nc;
+      for (uint32_t c = 0; c < nc; ++c) b[c].clear();
+      for (size_t q = 0; q < n; ++q) {
+        for (const auto& e : nfas[i].edges[k[p + 1 + q]]) {
+          for (uint32_t c = dfa.class_of[e.lo], last = dfa.class_of[e.hi]; c <= last; ++c) {
+            if (!(quote_closes && c == quote_class)) b[c].push_back(e.to);
           }
         }
+      }
+      if (quote_closes) {
+        from.assign(k.begin() + p + 1, k.begin() + p + 1 + n);
+        closure(nfas[i], &from, flag == 1, true, &marks[i]);
+        for (uint32_t st : from) {
+          for (const auto& e : nfas[i].edges[st]) {
+            if (e.lo <= '"' && '"' <= e.hi) b[quote_class].push_back(e.to);
+          }
+        }
+      }
+      p += 1 + n;
+    }
+    for (uint32_t c = 0; c < nc; ++c) {
+      // The target before closure decides the state: repeated targets (across classes and
+      // states) skip the closure and interning.
+      pre_buf.assign(1, static_cast<char>(new_flag));
+      for (size_t i = 0; i < nfas.size(); ++i) {
+        std::vector<uint32_t>& set = bucket[i * nc + c];
         std::sort(set.begin(), set.end());
         set.erase(std::unique(set.begin(), set.end()), set.end());
+        uint32_t sz = static_cast<uint32_t>(set.size());
+        pre_buf.append(reinterpret_cast<const char*>(&sz), 4);
+        pre_buf.append(reinterpret_cast<const char*>(set.data()), set.size() * 4);
+      }
+      auto pre = pre_index.find(pre_buf);
+      if (pre != pre_index.end()) {
+        dfa.trans[static_cast<size_t>(s) * nc + c] = pre->second;
+        continue;
+      }
+      Key next{new_flag};
+      for (size_t i = 0; i < nfas.size(); ++i) {
+        std::vector<uint32_t>& set = bucket[i * nc + c];
         closure(nfas[i], &set, new_flag == 1, false, &marks[i]);
         next.push_back(static_cast<uint32_t>(set.size()));
         next.insert(next.end(), set.begin(), set.end());
-        p += 1 + n;
       }
       DI_ASSIGN_OR_RETURN(uint32_t t, intern(std::move(next)));
-      dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c] = t;
+      pre_index.emplace(pre_buf, t);
+      dfa.trans[static_cast<size_t>(s) * nc + c] = t;
     }
   }
   // Liveness: states that can reach an accepting state.
@@ -428,3 +463,4 @@ StatusOr<Dfa> Dfa::build(const TerminalSpec& spec, uint32_t max_states) {
 }
 
 }  // namespace deepinfer::structured
+

@@ -52,8 +52,15 @@ class Dfa {
   // (mask_cache.h), so grammars share the work on their common lexemes. Ids are never reused.
   uint64_t content_id() const { return t_->id; }
 
-  // Builds the DFA; errors when it would exceed `max_states`.
+  // Builds the DFA; errors when it would exceed `max_states`. Results (and refusals) are
+  // memoized process-wide by the components' exact content (regex ASTs, modes, flags) and
+  // `max_states`, so lexemes common to many grammars (strings, numbers, formats, counted
+  // strings) are determinized once; the build is deterministic, so a hit equals a rebuild.
   static StatusOr<Dfa> build(const TerminalSpec& spec, uint32_t max_states);
+  // Number of builds answered from that memo (for tests and benchmarks).
+  static uint64_t build_cache_hits();
+  // Empties the memo (benchmarks measure cold compiles with it).
+  static void clear_build_cache();
 
  private:
   struct Tables {
@@ -66,6 +73,8 @@ class Dfa {
   };
   explicit Dfa(std::shared_ptr<const Tables> t);
   static std::shared_ptr<const Tables> intern(std::shared_ptr<Tables> t);
+  // The subset construction; error messages lack the "terminal NAME: " prefix.
+  static StatusOr<Dfa> build_uncached(const TerminalSpec& spec, uint32_t max_states);
 
   std::shared_ptr<const Tables> t_;
   // Copies of t_'s fields for the hot path.

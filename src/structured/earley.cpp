@@ -1,5 +1,7 @@
 #include "structured/earley.h"
 
+#include <algorithm>
+
 namespace deepinfer::structured {
 namespace {
 
@@ -12,6 +14,7 @@ inline uint32_t item_hash(const EarleyItem& it) {
 }
 
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+constexpr uint32_t kIndexedSet = 24;  // origin sets at least this large get a completion index
 
 }  // namespace
 
@@ -41,31 +44,29 @@ void EarleyParser::add(const EarleyItem& it) {
   if (n < 16) {
     for (uint32_t i = begin; i < items_.size(); ++i) if (items_[i] == it) return;
   } else {
-    if (hash_count_ != n) {
-      // (Re)build the table for this set when it first grows past the linear-scan size.
-      if (hash_.size() < 4 * (n + 1)) hash_.assign(8 * (n + 1), kEmpty);
-      else std::fill(hash_.begin(), hash_.end(), kEmpty);
-      uint32_t mask = static_cast<uint32_t>(hash_.size()) - 1;
-      (void)mask;
+    // Open addressing over the set being built, in a power-of-two prefix of hash_ sized to the
+    // set (at most half full), rebuilt when the set first passes the linear-scan size or fills it.
+    if (hash_count_ != n || hash_size_ < 2 * (n + 1)) {
+      uint32_t size = 64;
+      while (size < 4 * (n + 1)) size <<= 1;
+      if (hash_.size() < size) hash_.resize(size);
+      std::fill(hash_.begin(), hash_.begin() + size, kEmpty);
+      hash_size_ = size;
       for (uint32_t i = begin; i < items_.size(); ++i) {
-        uint32_t h = item_hash(items_[i]) % hash_.size();
-        while (hash_[h] != kEmpty) h = (h + 1) % hash_.size();
+        uint32_t h = item_hash(items_[i]) & (size - 1);
+        while (hash_[h] != kEmpty) h = (h + 1) & (size - 1);
         hash_[h] = i;
       }
       hash_count_ = n;
     }
-    if (hash_.size() < 2 * (n + 1)) {
-      hash_count_ = 0;  // force a rebuild at the next add (table too full)
-      for (uint32_t i = begin; i < items_.size(); ++i) if (items_[i] == it) return;
-    } else {
-      uint32_t h = item_hash(it) % hash_.size();
-      while (hash_[h] != kEmpty) {
-        if (items_[hash_[h]] == it) return;
-        h = (h + 1) % hash_.size();
-      }
-      hash_[h] = static_cast<uint32_t>(items_.size());
-      ++hash_count_;
+    const uint32_t mask = hash_size_ - 1;
+    uint32_t h = item_hash(it) & mask;
+    while (hash_[h] != kEmpty) {
+      if (items_[hash_[h]] == it) return;
+      h = (h + 1) & mask;
     }
+    hash_[h] = static_cast<uint32_t>(items_.size());
+    ++hash_count_;
   }
   items_.push_back(it);
   ++work_;
@@ -75,7 +76,12 @@ bool EarleyParser::close_new_set() {
   uint32_t k = static_cast<uint32_t>(set_begin_.size()) - 1;
   uint32_t begin = set_begin_.back();
   ++generation_;  // prediction stamps are per created set, never reused after a pop
-  std::vector<uint32_t> scans;
+  if (scan_idx_.size() <= k) scan_idx_.resize(k + 1);
+  if (set_gen_.size() <= k) set_gen_.resize(k + 1, 0);
+  if (wait_.size() <= k) wait_.resize(k + 1);
+  set_gen_[k] = generation_;
+  std::vector<uint32_t>& scans = scan_idx_[k];
+  scans.clear();
   for (uint32_t i = begin; i < items_.size(); ++i) {
     EarleyItem it = items_[i];
     uint32_t len = g_->rhs_len(it.prod);
@@ -84,6 +90,26 @@ bool EarleyParser::close_new_set() {
       uint32_t ob = set_begin_[it.origin];
       uint32_t oe = it.origin + 1 < set_begin_.size() ? set_begin_[it.origin + 1]
                                                       : static_cast<uint32_t>(items_.size());
+      if (it.origin != k && oe - ob >= kIndexedSet) {
+        // A closed origin set: its items waiting on `lhs`, in item order, from the index.
+        WaitIndex& w = wait_[it.origin];
+        if (w.gen != set_gen_[it.origin]) {
+          w.gen = set_gen_[it.origin];
+          w.by_symbol.clear();
+          for (uint32_t j = ob; j < oe; ++j) {
+            const EarleyItem& x = items_[j];
+            if (x.dot < g_->rhs_len(x.prod)) {
+              int s = g_->rhs(x.prod, x.dot);
+              if (!GrammarBuilder::is_terminal(s)) w.by_symbol.emplace_back(s, j);
+            }
+          }
+          std::sort(w.by_symbol.begin(), w.by_symbol.end());
+        }
+        auto r = std::lower_bound(w.by_symbol.begin(), w.by_symbol.end(),
+                                  std::pair<int, uint32_t>(lhs, 0));
+        for (; r != w.by_symbol.end() && r->first == lhs; ++r) add(advanced(items_[r->second]));
+        continue;
+      }
       for (uint32_t j = ob; j < oe; ++j) {
         const EarleyItem& w = items_[j];
         if (w.dot < g_->rhs_len(w.prod) && g_->rhs(w.prod, w.dot) == lhs) add(advanced(w));
@@ -116,14 +142,13 @@ bool EarleyParser::close_new_set() {
     set_begin_.pop_back();
     return false;
   }
-  scan_idx_.push_back(std::move(scans));
   return true;
 }
 
 void EarleyParser::reset() {
   items_.clear();
   set_begin_.clear();
-  scan_idx_.clear();
+  hash_count_ = 0;
   std::fill(predicted_stamp_.begin(), predicted_stamp_.end(), 0);
   set_begin_.push_back(0);
   EarleyItem start{g_->start_prod(), 0, 0, 0};
@@ -132,7 +157,7 @@ void EarleyParser::reset() {
 }
 
 bool EarleyParser::push_scanned(const uint32_t* new_states) {
-  const std::vector<uint32_t>& scans = scan_idx_.back();
+  const std::vector<uint32_t>& scans = scan_idx_[set_begin_.size() - 1];
   set_begin_.push_back(static_cast<uint32_t>(items_.size()));
   for (size_t i = 0; i < scans.size(); ++i) {
     uint32_t st = new_states[i];
@@ -150,7 +175,7 @@ bool EarleyParser::push_scanned(const uint32_t* new_states) {
 }
 
 bool EarleyParser::push_byte(uint8_t b) {
-  const std::vector<uint32_t>& scans = scan_idx_.back();
+  const std::vector<uint32_t>& scans = scan_idx_[set_begin_.size() - 1];
   std::vector<uint32_t> states(scans.size());
   bool any = false;
   for (size_t i = 0; i < scans.size(); ++i) {
@@ -162,10 +187,10 @@ bool EarleyParser::push_byte(uint8_t b) {
 }
 
 void EarleyParser::pop_sets(uint32_t n) {
+  hash_count_ = 0;
   for (uint32_t i = 0; i < n && set_begin_.size() > 1; ++i) {
     items_.resize(set_begin_.back());
     set_begin_.pop_back();
-    scan_idx_.pop_back();
   }
 }
 

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -36,7 +38,7 @@ class EarleyParser {
   bool push_scanned(const uint32_t* new_states);
   void pop_sets(uint32_t n);
   // Scan items of the top set: items whose next symbol is a terminal.
-  const std::vector<uint32_t>& scan_items() const { return scan_idx_.back(); }
+  const std::vector<uint32_t>& scan_items() const { return scan_idx_[set_begin_.size() - 1]; }
   const EarleyItem& item(uint32_t idx) const { return items_[idx]; }
   int item_terminal(uint32_t idx) const;
   bool can_finish() const;  // the input so far is a complete sentence
@@ -51,10 +53,22 @@ class EarleyParser {
   const CompiledGrammar* g_;
   std::vector<EarleyItem> items_;
   std::vector<uint32_t> set_begin_;
-  std::vector<std::vector<uint32_t>> scan_idx_;  // per set: indices of scan items
+  // Per set: indices of scan items. Entries past num_sets() are kept (their capacity is reused),
+  // in a deque so that references stay valid while sets are pushed.
+  std::deque<std::vector<uint32_t>> scan_idx_;
+  // Completion index of a closed set: (nonterminal after the dot, item index) sorted, built on
+  // the first completion into a set of at least kIndexedSet items; valid while gen matches the
+  // set's creation stamp (set_gen_), so a popped and re-pushed set never sees a stale index.
+  struct WaitIndex {
+    uint32_t gen = 0;
+    std::vector<std::pair<int, uint32_t>> by_symbol;
+  };
+  std::vector<WaitIndex> wait_;
+  std::vector<uint32_t> set_gen_;  // per set: generation_ when it was closed
   std::vector<uint32_t> predicted_stamp_;         // per nonterminal: set id + 1 when predicted
   std::vector<uint32_t> hash_;                     // open addressing over the set being built
-  uint32_t hash_count_ = 0;
+  uint32_t hash_count_ = 0;  // items of the set being built that are in hash_ (0: none)
+  uint32_t hash_size_ = 0;   // the power-of-two prefix of hash_ in use
   uint32_t generation_ = 0;
   uint64_t work_ = 0;
 };

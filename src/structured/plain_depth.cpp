@@ -1,5 +1,7 @@
 #include "structured/plain_depth.h"
 
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "structured/plain_text.h"
@@ -27,6 +29,30 @@ void representative_bytes(const Dfa& dfa, Reps& reps) {
   }
 }
 
+// representative_bytes per automaton (by Dfa::content_id), per thread: the frontier of every
+// cache miss asks for it up to three times.
+const Reps& cached_reps(const Dfa& dfa) {
+  struct Boxed { Reps reps; };
+  thread_local std::unordered_map<uint64_t, std::unique_ptr<Boxed>> memo;
+  auto it = memo.find(dfa.content_id());
+  if (it != memo.end()) return it->second->reps;
+  if (memo.size() >= 4096) memo.clear();
+  auto boxed = std::make_unique<Boxed>();
+  representative_bytes(dfa, boxed->reps);
+  return memo.emplace(dfa.content_id(), std::move(boxed)).first->second->reps;
+}
+
+// A per-thread visited set over (DFA state, plain-text state) pairs, cleared in O(1) by bumping
+// the stamp.
+struct Visited {
+  std::vector<uint32_t> stamp;
+  uint32_t current = 0;
+  void reset(size_t n) {
+    if (stamp.size() < n) stamp.resize(n, 0);
+    if (++current == 0) { std::fill(stamp.begin(), stamp.end(), 0u); current = 1; }
+  }
+};
+
 }  // namespace
 
 uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
@@ -39,11 +65,13 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
     uint32_t ns = dfa.next(state, static_cast<uint8_t>(b));
     if (ns == Dfa::kDead ? stop_at_dead : dfa.accepting(ns)) return 0;
   }
-  Reps reps;
-  representative_bytes(dfa, reps);
-  std::vector<uint8_t> seen_pair(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates, 0);
+  const Reps& reps = cached_reps(dfa);
+  thread_local Visited visited_pairs;
+  visited_pairs.reset(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates);
+  uint32_t* seen_pair = visited_pairs.stamp.data();
+  const uint32_t mark = visited_pairs.current;
   auto key = [](uint32_t s, uint8_t r) { return static_cast<size_t>(s) * plain_text::kNumStates + r; };
-  seen_pair[key(state, plain_text::kStart)] = 1;
+  seen_pair[key(state, plain_text::kStart)] = mark;
   uint32_t visited = 1;
   std::vector<std::pair<uint32_t, uint8_t>> level{{state, plain_text::kStart}}, next;
   for (uint32_t depth = 1; depth <= cap; ++depth) {
@@ -57,8 +85,8 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
         }
         if (dfa.accepting(ns)) return depth - 1;
         uint8_t nr = plain_text::step(r, b);
-        if (!seen_pair[key(ns, nr)]) {
-          seen_pair[key(ns, nr)] = 1;
+        if (seen_pair[key(ns, nr)] != mark) {
+          seen_pair[key(ns, nr)] = mark;
           if (++visited > max_visit) return depth - 1;
           next.emplace_back(ns, nr);
         }
@@ -72,8 +100,7 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
 
 bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work) {
   if (state == Dfa::kDead) return true;
-  Reps reps;
-  representative_bytes(dfa, reps);
+  const Reps& reps = cached_reps(dfa);
   // Level by level without merging levels (a pair reached at two depths counts at both).
   std::vector<uint32_t> stamp(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates, 0);
   std::vector<std::pair<uint32_t, uint8_t>> level{{state, plain_text::kStart}}, next;

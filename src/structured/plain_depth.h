@@ -14,7 +14,7 @@
 namespace deepinfer::structured {
 
 uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                     uint32_t max_visit = 160);
+                     uint32_t max_visit = 4096);
 
 // True when every plain-text string of exactly k bytes takes the DFA from `state` to the dead
 // state (so does every longer one). False when some does not, or past `max_work` steps.
