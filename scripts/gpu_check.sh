@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks, run on the H200 machine (never in CI). Two ways to use it:
-#   here:  scripts/gpu_check.sh --stage      # builds preset "cuda" and copies the gpu test
-#                                            # binaries into .gpu/ (git-ignored) to carry
+#   here:  scripts/gpu_check.sh --stage      # builds preset "cuda", copies the gpu test
+#                                            # binaries into .gpu/ and packs .gpupack/gpu.tar.xz
+#                                            # (both git-ignored; carry .gpupack, unpack there)
 #   there: scripts/gpu_check.sh [.gpu]       # runs every staged gpu test, prints a summary table
 # Each test binary is a GoogleTest program; its per-test results are collected into the table.
 set -uo pipefail
@@ -11,11 +12,13 @@ if [ "${1:-}" = "--stage" ]; then
   set -e
   cmake --preset cuda -G Ninja >/dev/null
   # Only what runs on the GPU machine: the gpu-labelled tests, the CLI and the kernel benchmark.
-  bins=$(ctest --test-dir build/cuda -L gpu --show-only=json-v1 |
-    python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"]]')
-  targets="deepinfer $(for b in $bins; do basename "$b"; done | tr '\n' ' ')"
+  # Test names are their target names (di_add_test); a test whose binary is not built yet has no
+  # command, so the binaries are listed after the build.
+  gpu_tests() { ctest --test-dir build/cuda -L gpu --show-only=json-v1 | python3 -c "$1"; }
+  targets="deepinfer $(gpu_tests 'import json,sys; [print(t["name"]) for t in json.load(sys.stdin)["tests"]]' | tr '\n' ' ')"
   ninja -C build/cuda -t targets all 2>/dev/null | grep -q '^bench_ops:' && targets="$targets bench_ops bench_model"
   cmake --build build/cuda -j"$(nproc)" --target $targets
+  bins=$(gpu_tests 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"] if t.get("command")]')
   rm -rf .gpu && mkdir -p .gpu/bin
   for b in $bins; do cp "$b" .gpu/; done
   cp build/cuda/bin/deepinfer .gpu/bin/ 2>/dev/null || cp build/cuda/tools/deepinfer/deepinfer .gpu/bin/ 2>/dev/null || true
@@ -34,7 +37,12 @@ if [ "${1:-}" = "--stage" ]; then
   echo 'char icudt72_dat[1024] __attribute__((aligned(16)));' |
     gcc -shared -fPIC -Wl,-soname,libicudata.so.72 -o .gpu/lib/libicudata.so.72 -x c -
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
-  echo "staged: $(ls .gpu | tr '\n' ' ')"
+  # The device tool carries at most 64 MiB with the tree: carry .gpupack (stripped, xz) and
+  # unpack there with `tar -xJf .gpupack/gpu.tar.xz`.
+  strip .gpu/*_test .gpu/bin/* 2>/dev/null || true
+  rm -rf .gpupack && mkdir -p .gpupack && tar -cJf .gpupack/gpu.tar.xz .gpu
+  grep -qx '/.gpupack/' .git/info/exclude 2>/dev/null || echo '/.gpupack/' >> .git/info/exclude
+  echo "staged: $(ls .gpu | tr '\n' ' ') ($(du -h .gpupack/gpu.tar.xz | cut -f1) packed)"
   exit 0
 fi
 

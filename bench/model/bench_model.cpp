@@ -35,7 +35,7 @@ int argmax(const float* row, int64_t V) {
 
 int main(int argc, char** argv) {
   int prefill = 128, decode = 64, threads = 0, reps = 3;
-  bool batch_invariant = false;
+  bool batch_invariant = false, fp8_activations = false;
   std::string device = "cpu";
   std::vector<int> batches = {1};
   std::vector<std::string> dirs;
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     else if (a == "--device" && i + 1 < argc) device = argv[++i];
     else if (a == "--reference") device = "cpu-reference";
     else if (a == "--batch-invariant") batch_invariant = true;
+    else if (a == "--fp8-activations") fp8_activations = true;
     else if (a == "--batch" && i + 1 < argc) {
       batches.clear();
       std::string list = argv[++i];
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
-                  "[--threads T] [--batch-invariant] [dir ...]\n");
+                  "[--threads T] [--batch-invariant] [--fp8-activations] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
@@ -81,12 +82,13 @@ int main(int argc, char** argv) {
     opt.num_threads = threads;
     be = backend::make_cpu_backend(opt);
   } else {
-    auto made = backend::make_backend(device, {batch_invariant});
+    auto made = backend::make_backend(device, {.batch_invariant = batch_invariant,
+                                               .fp8_activations = fp8_activations});
     if (!made.ok()) { std::printf("%s\n", made.status().to_string().c_str()); return 2; }
     be = std::move(made).value();
   }
   std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d)\n",
-              be->name(), batch_invariant ? " (batch-invariant)" : "",
+              be->name(), batch_invariant ? " (batch-invariant)" : fp8_activations ? " (fp8 activations)" : "",
               threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps);
   std::printf("%-48s %6s %9s %14s %14s %12s\n", "model", "batch", "load s", "prefill tok/s",
               "decode tok/s", "ms/step");

@@ -20,7 +20,9 @@
 #include "backend/cuda/runtime.h"
 #include "bench_context.h"
 #include "ceilings.h"
+#include "fp8_cases.h"
 #include "op_cases.h"
+#include "tc_cases.h"
 
 namespace deepinfer::bench_ops {
 namespace {
@@ -67,6 +69,10 @@ int run(int argc, char** argv) {
   app.add_flag("--skip-ceilings", skip_ceilings, "skip the copy / GEMM ceilings (ratios are then blank)");
   app.add_option("--only", only, "run only ops whose name contains this");
   app.add_option("--csv", csv, "also write the rows to this CSV file");
+  std::string fp8_m = "16,128,1024,4096,8192";
+  app.add_option("--fp8-m", fp8_m, "FP8 block-scaled GEMM token counts M (comma-separated; empty = none)");
+  std::string tc_m = "1,4,8,16,32,64,256";
+  app.add_option("--tc-m", tc_m, "tensor-core vs weight-only linear token counts M (comma-separated; empty = none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -106,6 +112,7 @@ int run(int argc, char** argv) {
     std::printf("ceilings: D2D copy %.0f GB/s (%.0f%% of theoretical); cuBLAS bf16 GEMM %.0f TFLOP/s; "
                 "cuBLAS fp32 SGEMM %.1f TFLOP/s\n", ceil.copy_gbs,
                 100.0 * ceil.copy_gbs / info->peak_bandwidth_gbs, ceil.bf16_tflops, ceil.f32_tflops);
+    std::printf("ceilings: cuBLASLt dense FP8 e4m3 GEMM %.0f TFLOP/s\n", ceil.fp8_tflops);
   }
 
   const ModelDims m;
@@ -116,6 +123,8 @@ int run(int argc, char** argv) {
   for (int64_t s : parse_list(prefill, "--prefill")) {
     run_phase(ctx, m, Phase{"prefill S=" + std::to_string(s), false, s, 0}, only);
   }
+  run_fp8_cases(ctx, m, parse_list(fp8_m, "--fp8-m"), only);
+  run_tc_cases(ctx, m, parse_list(tc_m, "--tc-m"), only);
 
   std::ofstream out;
   if (!csv.empty()) {
@@ -150,6 +159,7 @@ int run(int argc, char** argv) {
           << csv_escape(r.error) << '\n';
     }
   }
+  print_fp8_summary(ctx.results(), ceil.fp8_tflops);
   if (errors) std::printf("\n%d op(s) failed (see ERROR rows)\n", errors);
   return errors ? 1 : 0;
 }

@@ -1,6 +1,9 @@
 #include "ceilings.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
+
+#include <algorithm>
 
 #include "backend/cuda/runtime.h"
 #include "device_fill.h"
@@ -8,6 +11,72 @@
 namespace deepinfer::bench_ops {
 
 using backend::Tensor;
+
+namespace {
+
+// cuBLASLt e4m3 × e4m3 → bf16, n×n×n, TN (A = [n, n] read transposed), per-tensor scales 1.0 on
+// the device, fp32 compute, the heuristic's first algorithm with a 32 MiB workspace. Appends a
+// ceiling row; returns TFLOP/s.
+StatusOr<double> measure_fp8_peak(BenchContext& ctx, cublasLtHandle_t lt, int64_t n, bool fast_accum) {
+  const cudaStream_t s = ctx.stream();
+  DI_ASSIGN_OR_RETURN(Tensor a, ctx.zeros(DType::kF8E4M3, {n, n}));
+  DI_ASSIGN_OR_RETURN(Tensor b, ctx.zeros(DType::kF8E4M3, {n, n}));
+  DI_ASSIGN_OR_RETURN(Tensor d, ctx.zeros(DType::kBF16, {n, n}));
+  DI_ASSIGN_OR_RETURN(Tensor one, ctx.randn({4}));
+  DI_ASSIGN_OR_RETURN(Tensor ws, ctx.zeros(DType::kU8, {int64_t{32} << 20}));
+  fill_fp8_codes(a.data<uint8_t>(), n * n, ctx.next_seed(), s);
+  fill_fp8_codes(b.data<uint8_t>(), n * n, ctx.next_seed(), s);
+  const float ones[4] = {1.f, 1.f, 1.f, 1.f};
+  DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(one.raw(), ones, sizeof(ones), cudaMemcpyHostToDevice, s));
+  DI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  struct Lt {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    ~Lt() {
+      if (pref) cublasLtMatmulPreferenceDestroy(pref);
+      if (ld) cublasLtMatrixLayoutDestroy(ld);
+      if (lb) cublasLtMatrixLayoutDestroy(lb);
+      if (la) cublasLtMatrixLayoutDestroy(la);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
+  } lt_objs;
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&lt_objs.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const int8_t fast = fast_accum ? 1 : 0;
+  const void* scale = one.raw();
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(lt_objs.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(lt_objs.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(lt_objs.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(lt_objs.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof(scale)));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(lt_objs.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale, sizeof(scale)));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lt_objs.la, CUDA_R_8F_E4M3, n, n, n));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lt_objs.lb, CUDA_R_8F_E4M3, n, n, n));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lt_objs.ld, CUDA_R_16BF, n, n, n));
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&lt_objs.pref));
+  const uint64_t ws_bytes = ws.nbytes();
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      lt_objs.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(lt, lt_objs.op, lt_objs.la, lt_objs.lb, lt_objs.ld,
+                                                           lt_objs.ld, lt_objs.pref, 1, &heur, &found));
+  if (found == 0) return Unimplemented("cuBLASLt has no FP8 algorithm on this device");
+  const float alpha = 1.f, beta = 0.f;
+  DI_ASSIGN_OR_RETURN(auto us, ctx.time_raw([&]() -> Status {
+    DI_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt, lt_objs.op, &alpha, a.raw(), lt_objs.la, b.raw(), lt_objs.lb,
+                                             &beta, d.raw(), lt_objs.ld, d.raw(), lt_objs.ld, &heur.algo,
+                                             ws.raw(), ws_bytes, s));
+    return OkStatus();
+  }, /*flush=*/false));
+  const double t = median(us), flops = 2.0 * n * n * n;
+  const std::string shape = std::to_string(n) + "x" + std::to_string(n) + "x" + std::to_string(n);
+  ctx.results().push_back({"ceiling", fast_accum ? "cublasLt fp8 e4m3 (fast accum)" : "cublasLt fp8 e4m3",
+                           shape, t, 0, 0, 4.0 * n * n, flops, ""});
+  return flops / (t * 1e-6) / 1e12;
+}
+
+}  // namespace
 
 StatusOr<Ceilings> measure_ceilings(BenchContext& ctx, int64_t copy_bytes, int64_t gemm_n) {
   Ceilings c;
@@ -63,6 +132,10 @@ StatusOr<Ceilings> measure_ceilings(BenchContext& ctx, int64_t copy_bytes, int64
     const double t = median(us);
     c.f32_tflops = flops / (t * 1e-6) / 1e12;
     ctx.results().push_back({"ceiling", "cublasSgemm fp32", shape, t, 0, 0, 12.0 * gemm_n * gemm_n, flops, ""});
+  }
+  for (int8_t fast : {int8_t{0}, int8_t{1}}) {  // dense FP8 peak (cuBLASLt, TN, per-tensor scales)
+    DI_ASSIGN_OR_RETURN(double tf, measure_fp8_peak(ctx, blas.lt(), gemm_n, fast != 0));
+    c.fp8_tflops = std::max(c.fp8_tflops, tf);
   }
   DI_RETURN_IF_ERROR(ctx.backend().synchronize());
   return c;

@@ -10,6 +10,9 @@ struct Ceilings {
   double copy_gbs = 0;          // cudaMemcpyAsync D2D, (read + write bytes) / time
   double bf16_tflops = 0;       // cublasGemmEx bf16 in/out, fp32 compute, n×n×n
   double f32_tflops = 0;        // cublasSgemm n×n×n (the backend's fp32 matmul path), informative
+  // Dense FP8 peak: cuBLASLt e4m3×e4m3 n×n×n, per-tensor scales, bf16 out, fp32 compute; the faster
+  // of fast accumulation on/off (fp8_cases.cpp reports the FP8 GEMM against this).
+  double fp8_tflops = 0;
   int64_t copy_bytes = 0, gemm_n = 0;
 };
 

@@ -220,8 +220,10 @@ Status attention(Family& f) {
     const double bytes = kF * (2.0 * S * m.heads * m.head_dim + double(kv_rows) * m.head_dim + nnz + S + 1);
     const double flops = 2.0 * nnz * m.heads * (2.0 * m.head_dim);
     const float scale = 1.f / std::sqrt(float(m.head_dim));
+    int64_t longest = 0;  // the model passes its longest list (sizes the split)
+    for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
-              flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out); });
+              flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
   }
   return OkStatus();
 }
@@ -231,33 +233,30 @@ Status indexer(Family& f) {
   const ModelDims& m = f.m;
   auto& be = f.ctx.backend();
   const int64_t nI = m.index_heads, cI = m.index_dim;
-  // decode: one call per sequence (each has its own keys); prefill: one call for the sequence.
-  const int64_t calls = f.p.decode ? f.p.tokens : 1;
-  const int64_t S = f.p.decode ? 1 : f.p.tokens;
+  // decode: one call for all sequences, each row reading its own keys (key_start), as the model
+  // does; prefill: one call for the sequence.
+  const int64_t S = f.p.tokens, seqs = f.p.decode ? f.p.tokens : 1;
   const int64_t T = f.p.decode ? f.p.context / m.csa_ratio : f.p.tokens / m.csa_ratio;
-  std::vector<Tensor> q(calls), w(calls), keys(calls), vis(calls), out(calls);
-  std::vector<int32_t> visible(S);
-  for (int64_t s = 0; s < S; ++s) visible[s] = static_cast<int32_t>(f.p.decode ? T : (s + 1) / m.csa_ratio);
-  for (int64_t c = 0; c < calls; ++c) {
-    DI_ASSIGN_OR_RETURN(q[c], f.ctx.randn({S, nI, cI}));
-    DI_ASSIGN_OR_RETURN(w[c], f.ctx.randn({S, nI}));
-    DI_ASSIGN_OR_RETURN(keys[c], f.ctx.randn({T, cI}));
-    DI_ASSIGN_OR_RETURN(vis[c], f.ctx.upload_i32({S}, visible));
-    DI_ASSIGN_OR_RETURN(out[c], f.ctx.zeros(DType::kF32, {S, T}));
+  std::vector<int32_t> visible(S), start(S);
+  for (int64_t s = 0; s < S; ++s) {
+    visible[s] = static_cast<int32_t>(f.p.decode ? T : (s + 1) / m.csa_ratio);
+    start[s] = static_cast<int32_t>(f.p.decode ? s * T : 0);
   }
-  const std::string shape = (calls > 1 ? std::to_string(calls) + " x " : std::string()) + "q" +
-                            sh({S, nI, cI}) + " keys" + sh({T, cI});
+  DI_ASSIGN_OR_RETURN(Tensor q, f.ctx.randn({S, nI, cI}));
+  DI_ASSIGN_OR_RETURN(Tensor w, f.ctx.randn({S, nI}));
+  DI_ASSIGN_OR_RETURN(Tensor keys, f.ctx.randn({seqs * T, cI}));
+  DI_ASSIGN_OR_RETURN(Tensor vis, f.ctx.upload_i32({S}, visible));
+  DI_ASSIGN_OR_RETURN(Tensor kst, f.ctx.upload_i32({S}, start));
+  DI_ASSIGN_OR_RETURN(Tensor out, f.ctx.zeros(DType::kF32, {S, T}));
+  const std::string shape = "q" + sh({S, nI, cI}) + " keys" + sh({seqs * T, cI});
   f.measure("indexer_scores", shape,
-            calls * kF * (S * nI * cI + S * nI + double(T) * cI + S + double(S) * T),
-            calls * 2.0 * S * nI * T * cI, [&]() -> Status {
-              for (int64_t c = 0; c < calls; ++c) {
-                DI_RETURN_IF_ERROR(be.indexer_scores(q[c], w[c], keys[c], vis[c], 1.f / std::sqrt(float(nI)),
-                                                     1.f / std::sqrt(float(cI)), out[c]));
-              }
-              return OkStatus();
+            kF * (S * nI * cI + S * nI + double(seqs * T) * cI + 2 * S + double(S) * T),
+            2.0 * S * nI * T * cI, [&]() -> Status {
+              return be.indexer_scores(q, w, keys, vis, 1.f / std::sqrt(float(nI)),
+                                       1.f / std::sqrt(float(cI)), out, &kst);
             });
   // top-k is row-independent: one call over all rows (decode: one row per sequence).
-  const int64_t rows = calls * S;
+  const int64_t rows = S;
   DI_ASSIGN_OR_RETURN(Tensor scores, f.ctx.randn({rows, T}));
   DI_ASSIGN_OR_RETURN(Tensor ids, f.ctx.zeros(DType::kI32, {rows, m.index_topk}));
   f.measure("topk (k=512)", sh(scores.shape()), kF * (double(rows) * T + double(rows) * m.index_topk), 0,

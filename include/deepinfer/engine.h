@@ -45,6 +45,9 @@ struct EngineConfig {
   // Kernels whose result for a row does not depend on the batch (--batch-invariant; see
   // docs/cuda.md): a request's logits are bitwise the same in any batch.
   bool batch_invariant = false;
+  // FP8 weights at prefill sizes through DeepSeek's FP8 recipe (activations quantized per 1×128
+  // to e4m3, cuBLASLt block-scaled GEMM; --fp8-activations; CUDA only). Lossy, so off by default.
+  bool fp8_activations = false;
   int block_size = 16;            // window rows per cache block (vLLM's --block-size)
   int compressed_entries_per_block = 64;  // CSA/HCA compressed entries per cache block
   uint64_t seed = 0;              // engine seed; unseeded requests derive theirs from it

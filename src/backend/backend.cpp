@@ -97,6 +97,33 @@ Status Backend::combine_slots(const Tensor& slot_out, const Tensor& weights, int
   return scatter_add_rows(slot_out, owner_t, &w, out);  // rows in order: j ascending per s
 }
 
+Status Backend::place_ids(const Tensor& src, const Tensor& layout, Tensor& dst) {
+  if (!host_memory()) return Unimplemented(std::string("place_ids on ") + name());
+  if (src.dtype() != DType::kI32 || src.rank() != 2 || layout.dtype() != DType::kI32 ||
+      layout.rank() != 2 || layout.dim(0) != src.dim(0) || layout.dim(1) != 3 ||
+      dst.dtype() != DType::kI32 || dst.rank() != 1)
+    return InvalidArgument("place_ids: want src [S, k] I32, layout [S, 3] I32, dst [n] I32; got " +
+                           src.describe() + ", " + layout.describe() + ", " + dst.describe());
+  const int64_t S = src.dim(0), k = src.dim(1), n = dst.dim(0);
+  const int32_t* sp = src.data<int32_t>();
+  const int32_t* lp = layout.data<int32_t>();
+  int32_t* dp = dst.data<int32_t>();
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t start = lp[3 * s], count = lp[3 * s + 1], add = lp[3 * s + 2];
+    if (count < 0 || count > k || start < 0 || start + count > n)
+      return OutOfRange("place_ids: row " + std::to_string(s) + " places " +
+                        std::to_string(count) + " of " + std::to_string(k) + " picks at " +
+                        std::to_string(start) + " in a list of " + std::to_string(n));
+    for (int64_t j = 0; j < count; ++j) {
+      if (sp[s * k + j] < 0)
+        return OutOfRange("place_ids: row " + std::to_string(s) + " pick " + std::to_string(j) +
+                          " is -1 within its count " + std::to_string(count));
+      dp[start + j] = static_cast<int32_t>(sp[s * k + j] + add);
+    }
+  }
+  return OkStatus();
+}
+
 StatusOr<Tensor> Backend::alloc(DType dtype, Shape shape) {
   for (int64_t d : shape)
     if (d < 0) return InvalidArgument("alloc: negative dimension in " + shape_str(shape));

@@ -107,6 +107,8 @@ class Backend {
   virtual bool host_memory() const { return true; }
   // A zero-filled tensor in this backend's memory, freed when its last copy goes away.
   virtual StatusOr<Tensor> alloc(DType dtype, Shape shape);
+  // The same without the fill (contents undefined): for outputs an op overwrites entirely.
+  virtual StatusOr<Tensor> empty(DType dtype, Shape shape) { return alloc(dtype, std::move(shape)); }
   // dst (backend memory) = host (host memory); same dtype and numel. `host` may be reused as soon
   // as the call returns.
   virtual Status upload(const Tensor& host, Tensor& dst);
@@ -151,24 +153,34 @@ class Backend {
   // key_ids[key_offsets[s] .. key_offsets[s+1]) of (q[s,h]·k[j]) · scale, plus, when sinks [nH]
   // is non-null, a sink logit sinks[h] (unscaled) in the denominator only; weights · v[j].
   // q [S, nH, D], k [T, nKV, D], v [T, nKV, Dv] (may be the same tensor as k),
-  // key_offsets [S+1] I32, key_ids [nnz] I32. A query with no key gets zeros.
+  // key_offsets [S+1] I32, key_ids [nnz] I32. A query with no key gets zeros. max_keys: the
+  // longest list when the caller knows it (−1: unknown); device backends size work splits by it.
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& key_offsets, const Tensor& key_ids, const Tensor* sinks,
-                           float scale, Tensor& out) = 0;
+                           float scale, Tensor& out, int64_t max_keys = -1) = 0;
   // out [n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c], per row and channel
   // independently (compressor pooling). values, scores [n, L, d]; -inf scores weigh 0.
   virtual Status softmax_pool(const Tensor& values, const Tensor& scores, Tensor& out) = 0;
 
   // ---- Lightning indexer ----
-  // out [S, T]: out[s,t] = Σ_h (weights[s,h]·weight_scale) · relu(q[s,h]·keys[t]) · dot_scale
-  // for t < visible[s], else -inf. q [S, nI, cI], weights [S, nI], keys [T, cI], visible [S] I32.
+  // out [S, T]: out[s,t] = Σ_h (weights[s,h]·weight_scale) · relu(q[s,h]·keys[b_s + t]) ·
+  // dot_scale for t < visible[s], else -inf. q [S, nI, cI], weights [S, nI], keys [Tk, cI],
+  // visible [S] I32. b_s = key_start[s] when key_start [S] I32 is given (rows of several
+  // sequences, each reading its own keys; out [S, T] with any T; visible[s] <= T and
+  // b_s + visible[s] <= Tk, else kOutOfRange), else 0 and T = Tk.
   virtual Status indexer_scores(const Tensor& q, const Tensor& weights, const Tensor& keys,
                                 const Tensor& visible, float weight_scale, float dot_scale,
-                                Tensor& out) = 0;
+                                Tensor& out, const Tensor* key_start = nullptr) = 0;
   // ids [S, k] I32: per row the k' = min(k, T) largest scores [S, T], ordered by higher score
   // first and, among equal scores, lower index first (deepseek-v4.md §5.5); picks whose score is
   // -inf and slots past k' are -1.
   virtual Status topk(const Tensor& scores, int64_t k, Tensor& ids) = 0;
+
+  // dst[layout[s,0] + j] = src[s, j] + layout[s,2] for j < layout[s,1]: places rows of picks
+  // (top-k entry ids) into a key-id list without a trip to the host. src [S, k] I32,
+  // layout [S, 3] I32, dst [n] I32. A pick of -1 within the count, a count > k or a range
+  // outside dst is kOutOfRange (a device backend reports it at its next synchronize).
+  virtual Status place_ids(const Tensor& src, const Tensor& layout, Tensor& dst);
 
   // ---- MoE ----
   // Router. logits [S, E]. Selection: top-k of score + bias (bias [E] optional, selection only;

@@ -11,6 +11,9 @@ namespace deepinfer::backend {
 StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,
                                                 const BackendOptions& options) {
   if (device == "cpu" || device == "cpu-reference") {
+    if (options.fp8_activations)
+      return InvalidArgument("fp8 activations (--fp8-activations) need the CUDA backend; device is '" +
+                             device + "'");
     CpuBackendOptions o;
     o.reference = device == "cpu-reference";
     return make_cpu_backend(o);
@@ -28,6 +31,7 @@ StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,
     cuda::CudaBackendOptions o;
     o.device = index;
     o.batch_invariant = options.batch_invariant;
+    o.fp8_activations = options.fp8_activations;
     DI_ASSIGN_OR_RETURN(auto be, cuda::CudaBackend::create(o));
     return std::unique_ptr<Backend>(std::move(be));
 #else

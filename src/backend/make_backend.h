@@ -17,6 +17,10 @@ struct BackendOptions {
   // Kernels whose result for a row does not depend on the other rows of the batch (fixed
   // tiling, no batch-size-dependent split-K): `--batch-invariant`.
   bool batch_invariant = false;
+  // FP8 weights at large M: quantize activations per 1×128 group to e4m3 and run cuBLASLt's
+  // block-scaled FP8 GEMM (DeepSeek's recipe, backend/cuda/fp8_gemm.h) instead of dequantizing
+  // the weight. CUDA backend only (an error elsewhere). Changes numerics (activation rounding).
+  bool fp8_activations = false;
 };
 
 StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,

@@ -73,13 +73,19 @@ StatusOr<PoolDims> check_softmax_pool(const Tensor& values, const Tensor& scores
 
 StatusOr<IndexerDims> check_indexer_scores(const Tensor& q, const Tensor& weights,
                                            const Tensor& keys, const Tensor& visible,
-                                           const Tensor& out) {
+                                           const Tensor& out, const Tensor* key_start) {
   DI_RETURN_IF_ERROR(check_rank("indexer_scores", "q", q, DType::kF32, 3));
   const int64_t S = q.dim(0), nI = q.dim(1), cI = q.dim(2);
   DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "weights", weights, DType::kF32, {S, nI}));
   DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "keys", keys, DType::kF32, {-1, cI}));
-  const int64_t T = keys.dim(0);
   DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "visible", visible, DType::kI32, {S}));
+  if (key_start) {
+    DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "key_start", *key_start, DType::kI32, {S}));
+    DI_RETURN_IF_ERROR(check_rank("indexer_scores", "out", out, DType::kF32, 2));
+    DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "out", out, DType::kF32, {S, out.dim(1)}));
+    return IndexerDims{S, nI, cI, out.dim(1)};
+  }
+  const int64_t T = keys.dim(0);
   DI_RETURN_IF_ERROR(check_tensor("indexer_scores", "out", out, DType::kF32, {S, T}));
   return IndexerDims{S, nI, cI, T};
 }

@@ -30,9 +30,11 @@ StatusOr<PoolDims> check_softmax_pool(const Tensor& values, const Tensor& scores
                                       const Tensor& out);
 
 struct IndexerDims { int64_t S, nI, cI, T; };
+// T = out's width; Tk = keys' rows. Host-side range checks of visible/key_start are the
+// caller's (they may live on a device).
 StatusOr<IndexerDims> check_indexer_scores(const Tensor& q, const Tensor& weights,
                                            const Tensor& keys, const Tensor& visible,
-                                           const Tensor& out);
+                                           const Tensor& out, const Tensor* key_start = nullptr);
 
 struct TopkDims { int64_t S, T, k; };
 StatusOr<TopkDims> check_topk(const Tensor& scores, int64_t k, const Tensor& ids);

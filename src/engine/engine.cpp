@@ -81,7 +81,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->config = config;
   DI_ASSIGN_OR_RETURN(impl->model_dir, io::resolve_model(config.model, env()));
   DI_ASSIGN_OR_RETURN(io::ModelConfig model_config, io::load_model_config(impl->model_dir));
-  auto backend = backend::make_backend(config.device, {config.batch_invariant});
+  auto backend = backend::make_backend(
+      config.device, {.batch_invariant = config.batch_invariant,
+                      .fp8_activations = config.fp8_activations});
   if (!backend.ok()) return backend.status().with_context("EngineConfig.device");
   impl->backend = std::move(backend).value();
   DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));

@@ -247,6 +247,61 @@ TEST_P(CpuOps, IndexerScoresAndTopkTieRule) {
   }
 }
 
+// Rows of several sequences in one call (key_start): each row's scores equal the same row scored
+// alone against its own keys, bitwise; the padding past a row's visible entries is -inf; a row
+// reading past the keys is an error. place_ids puts picks into a key list and rejects a -1.
+TEST_P(CpuOps, IndexerScoresKeyStartAndPlaceIds) {
+  const int64_t nI = 4, cI = 12, S = 5;
+  const std::vector<int64_t> T_of{7, 0, 13, 3, 13};  // keys per row's sequence
+  std::vector<int32_t> start(S), vis(S);
+  int64_t Tk = 0, width = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    start[s] = static_cast<int32_t>(Tk);
+    vis[s] = static_cast<int32_t>(rnd_.integer(0, T_of[s]));
+    Tk += T_of[s];
+    width = std::max(width, T_of[s]);
+  }
+  Tensor q = rnd_.tensor({S, nI, cI}), w = rnd_.tensor({S, nI}), keys = rnd_.tensor({Tk, cI});
+  Tensor st = Tensor::from_i32({S}, start), visible = Tensor::from_i32({S}, vis);
+  Tensor out = Tensor::empty(DType::kF32, {S, width});
+  ASSERT_TRUE(be_->indexer_scores(q, w, keys, visible, 0.5f, 0.25f, out, &st).ok());
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t Ts = std::max<int64_t>(T_of[s], 1);
+    Tensor mine = Tensor::empty(DType::kF32, {1, Ts});
+    Tensor own_keys = T_of[s] ? keys.rows(start[s], start[s] + T_of[s]).clone() : rnd_.tensor({1, cI});
+    Tensor v1 = Tensor::from_i32({1}, {vis[s]});
+    ASSERT_TRUE(be_->indexer_scores(q.rows(s, s + 1).clone(), w.rows(s, s + 1).clone(), own_keys, v1,
+                                    0.5f, 0.25f, mine).ok());
+    for (int64_t t = 0; t < width; ++t) {
+      const float got = out.data<float>()[s * width + t];
+      if (t >= vis[s]) {
+        EXPECT_EQ(got, -INFINITY) << "row " << s << " t " << t;
+      } else {
+        EXPECT_EQ(got, mine.data<float>()[t]) << "row " << s << " t " << t << " seed " << rnd_.seed();
+      }
+    }
+  }
+  std::vector<int32_t> bad = start;
+  bad[2] = static_cast<int32_t>(Tk - 1);  // row 2 would read past the keys
+  Tensor bad_t = Tensor::from_i32({S}, bad);
+  if (vis[2] > 1) {
+    const Status e = be_->indexer_scores(q, w, keys, visible, 0.5f, 0.25f, out, &bad_t);
+    EXPECT_EQ(e.code(), StatusCode::kOutOfRange) << e.to_string();
+  }
+
+  // place_ids: rows of 4 picks, counts 2/0/4, offsets 10/20/30.
+  Tensor picks = Tensor::from_i32({3, 4}, {5, 1, -1, -1, -1, -1, -1, -1, 3, 0, 2, 7});
+  Tensor layout = Tensor::from_i32({3, 3}, {1, 2, 10, 3, 0, 20, 4, 4, 30});
+  Tensor dst = Tensor::from_i32({9}, {100, 0, 0, 100, 0, 0, 0, 0, 100});
+  ASSERT_TRUE(be_->place_ids(picks, layout, dst).ok());
+  EXPECT_EQ(std::vector<int32_t>(dst.data<int32_t>(), dst.data<int32_t>() + 9),
+            (std::vector<int32_t>{100, 15, 11, 100, 33, 30, 32, 37, 100}));
+  Tensor layout_bad = Tensor::from_i32({3, 3}, {1, 3, 10, 3, 0, 20, 4, 4, 30});  // a -1 pick
+  EXPECT_EQ(be_->place_ids(picks, layout_bad, dst).code(), StatusCode::kOutOfRange);
+  Tensor layout_over = Tensor::from_i32({3, 3}, {1, 2, 10, 3, 0, 20, 6, 4, 30});  // past dst
+  EXPECT_EQ(be_->place_ids(picks, layout_over, dst).code(), StatusCode::kOutOfRange);
+}
+
 TEST_P(CpuOps, MoeRouteBiasAndHash) {
   const int64_t S = 7, E = 9, k = 3;
   Tensor logits = rnd_.tensor({S, E}, -30, 30), bias = rnd_.tensor({E});

@@ -155,6 +155,59 @@ TEST_F(CudaOps, AttentionWithSinksAndKeyLists) {
   EXPECT_TRUE(gpu_->synchronize().ok());  // the error was cleared
 }
 
+// The decode kernel's shapes (one shared KV head read by every query head, lists longer than
+// one super-chunk) and GQA with separate K and V: against the CPU, on both the split path (few
+// queries) and the one-block path (many queries); a query's output is bitwise the same alone, in
+// a small batch and in a large one, with and without the max_keys hint.
+TEST_F(CudaOps, AttentionSplitAndWholePathsAgreeBitwise) {
+  struct Case { int64_t nH, nKV, D, Dv, T; bool shared; };
+  for (const Case c : {Case{64, 1, 512, 512, 900, true}, Case{8, 2, 48, 40, 300, false},
+                       Case{16, 1, 64, 64, 5000, true}}) {
+    const int64_t S = 300;  // enough (query, head-group) blocks for the one-block path
+    Tensor q = randn({S, c.nH, c.D}, 0.3f), k = randn({c.T, c.nKV, c.D}),
+           v = c.shared ? k : randn({c.T, c.nKV, c.Dv}), sinks = randn({c.nH});
+    std::vector<int32_t> offs{0}, ids;
+    int64_t longest = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t n = s % 7 == 0 ? 0 : static_cast<int64_t>(rng_() % (s < 3 ? 700 : 200));
+      for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng_() % c.T));
+      offs.push_back(static_cast<int32_t>(ids.size()));
+      longest = std::max(longest, n);
+    }
+    const int64_t nnz = static_cast<int64_t>(ids.size());
+    Tensor o = Tensor::from_i32({S + 1}, offs), kid = Tensor::from_i32({nnz}, ids);
+    Tensor want = Tensor::empty(DType::kF32, {S, c.nH, c.Dv});
+    ASSERT_TRUE(cpu_->attention(q, k, v, o, kid, &sinks, 0.07f, want).ok());
+    auto dq = on_device(q), dk = on_device(k), ds = on_device(sinks), doff = on_device(o),
+         dkid = on_device(kid);
+    Pair dv = c.shared ? Pair{} : on_device(v);
+    const Tensor& vdev = c.shared ? dk.dev : dv.dev;
+    // All S queries at once (one-block path).
+    auto dall = on_device(Tensor::empty(DType::kF32, {S, c.nH, c.Dv}));
+    ASSERT_TRUE(gpu_->attention(dq.dev, dk.dev, vdev, doff.dev, dkid.dev, &ds.dev, 0.07f, dall.dev,
+                                longest).ok());
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    Tensor all = to_host(dall);
+    expect_close("attention (batch)", want, dall, 3e-6);
+    // The first three queries alone and together (split path), with and without the hint.
+    for (int64_t n : {int64_t{1}, int64_t{3}}) {
+      for (int64_t hint : {longest, int64_t{-1}}) {
+        std::vector<int32_t> o2(offs.begin(), offs.begin() + n + 1);
+        auto doff2 = on_device(Tensor::from_i32({n + 1}, o2));
+        auto dq2 = on_device(q.rows(0, n).clone());
+        auto dout = on_device(Tensor::empty(DType::kF32, {n, c.nH, c.Dv}));
+        ASSERT_TRUE(gpu_->attention(dq2.dev, dk.dev, vdev, doff2.dev, dkid.dev, &ds.dev, 0.07f,
+                                    dout.dev, hint).ok());
+        ASSERT_TRUE(gpu_->synchronize().ok());
+        Tensor got = to_host(dout);
+        ASSERT_EQ(std::memcmp(got.raw(), all.raw(), got.nbytes()), 0)
+            << "nH " << c.nH << ": queries 0.." << n << " differ from the batched run (seed "
+            << seed_ << ")";
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, IndexerScoresAndTopkWithTies) {
   const int64_t S = 6, nI = 3, cI = 24, T = 45;
   Tensor q = randn({S, nI, cI}), w = randn({S, nI}), keys = randn({T, cI});
@@ -218,6 +271,85 @@ TEST_F(CudaOps, MoeRouteGatherScatterPool) {
   ASSERT_TRUE(cpu_->softmax_pool(vals, scs, pooled).ok());
   ASSERT_TRUE(gpu_->softmax_pool(dvals.dev, dscs.dev, dpool.dev).ok());
   expect_close("softmax_pool", pooled, dpool, 2e-6);
+}
+
+// V4-Flash shapes for the latency kernels: the warp router over 256 experts (every scoring;
+// ids exact), the register Sinkhorn (hc 4) next to the generic one (hc 3), the batched indexer
+// (64 heads × 128, rows reading their own keys through key_start) and place_ids.
+TEST_F(CudaOps, FlashShapesRouteHcIndexerPlaceIds) {
+  const int64_t S = 37, E = 256, k = 6;
+  Tensor logits = randn({S, E}, 2.f), bias = randn({E}, 0.3f);
+  auto dl = on_device(logits), db = on_device(bias);
+  for (auto scoring : {backend::RouterScoring::kSqrtSoftplus, backend::RouterScoring::kSigmoid,
+                       backend::RouterScoring::kSoftmax}) {
+    backend::RouterParams rp;
+    rp.top_k = k;
+    rp.scoring = scoring;
+    rp.routed_scaling_factor = 2.5f;
+    Tensor ids = Tensor::empty(DType::kI32, {S, k}), wts = Tensor::empty(DType::kF32, {S, k});
+    auto dids = on_device(ids), dw = on_device(wts);
+    ASSERT_TRUE(cpu_->moe_route(logits, &bias, nullptr, rp, ids, wts).ok());
+    ASSERT_TRUE(gpu_->moe_route(dl.dev, &db.dev, nullptr, rp, dids.dev, dw.dev).ok());
+    expect_close("moe_route ids (E=256)", ids, dids, 0);
+    expect_close("moe_route weights (E=256)", wts, dw, 2e-6);
+  }
+  for (int64_t hc : {3, 4, 6}) {  // warp path (hc² <= 32) and thread path
+    backend::HcParams p;
+    p.hc = hc;
+    Tensor mix = randn({S, (2 + hc) * hc}), base = randn({(2 + hc) * hc}), scale = randn({3});
+    Tensor pre = Tensor::empty(DType::kF32, {S, hc}), post = Tensor::empty(DType::kF32, {S, hc}),
+           comb = Tensor::empty(DType::kF32, {S, hc, hc});
+    auto dm = on_device(mix), dbase = on_device(base), dsc = on_device(scale),
+         dpre = on_device(pre), dpost = on_device(post), dcomb = on_device(comb);
+    ASSERT_TRUE(cpu_->hc_coeffs(mix, base, scale, p, pre, &post, &comb).ok());
+    ASSERT_TRUE(gpu_->hc_coeffs(dm.dev, dbase.dev, dsc.dev, p, dpre.dev, &dpost.dev, &dcomb.dev).ok());
+    expect_close("hc_coeffs pre", pre, dpre, 1e-6);
+    expect_close("hc_coeffs comb", comb, dcomb, 1e-5);
+  }
+  // Indexer: 3 sequences' keys back to back, rows of each reading their own.
+  const int64_t nI = 64, cI = 128, R = 9;
+  const std::vector<int64_t> Tseq{300, 17, 129};
+  std::vector<int32_t> start(R), vis(R);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t sq = r % 3;
+    start[r] = static_cast<int32_t>(sq == 0 ? 0 : sq == 1 ? 300 : 317);
+    vis[r] = static_cast<int32_t>(rng_() % (Tseq[sq] + 1));
+  }
+  Tensor q = randn({R, nI, cI}, 0.2f), w = randn({R, nI}), keys = randn({446, cI});
+  Tensor st = Tensor::from_i32({R}, start), vt = Tensor::from_i32({R}, vis);
+  Tensor out = Tensor::empty(DType::kF32, {R, 300});
+  auto dq = on_device(q), dw = on_device(w), dk = on_device(keys), dst = on_device(st),
+       dvt = on_device(vt), dout = on_device(out);
+  ASSERT_TRUE(cpu_->indexer_scores(q, w, keys, vt, 0.125f, 0.088f, out, &st).ok());
+  ASSERT_TRUE(gpu_->indexer_scores(dq.dev, dw.dev, dk.dev, dvt.dev, 0.125f, 0.088f, dout.dev, &dst.dev).ok());
+  expect_close("indexer_scores (key_start)", out, dout, 2e-6);
+  // Top-k 512 on both GPU paths (bitonic in shared memory up to 4096 scores, radix sort above),
+  // with exact ties and -inf tails: ids must equal the CPU's.
+  for (int64_t T : {2048, 4096, 5000}) {
+    Tensor sc = Tensor::empty(DType::kF32, {3, T});
+    for (int64_t i = 0; i < sc.numel(); ++i) {
+      const int r = static_cast<int>(rng_() % 8);
+      sc.data<float>()[i] = (i % T) > T - 300 ? -INFINITY : r == 0 ? -0.0f : r == 1 ? 0.0f
+                            : r < 4 ? static_cast<float>(rng_() % 7) : randn({1}).data<float>()[0];
+    }
+    Tensor tk = Tensor::empty(DType::kI32, {3, 512});
+    auto dsc = on_device(sc), dtk = on_device(tk);
+    ASSERT_TRUE(cpu_->topk(sc, 512, tk).ok());
+    ASSERT_TRUE(gpu_->topk(dsc.dev, 512, dtk.dev).ok());
+    expect_close("topk 512", tk, dtk, 0);
+  }
+  Tensor picks = Tensor::from_i32({3, 4}, {5, 1, -1, -1, -1, -1, -1, -1, 3, 0, 2, 7});
+  Tensor layout = Tensor::from_i32({3, 3}, {1, 2, 10, 3, 0, 20, 4, 4, 30});
+  Tensor dst_ids = Tensor::from_i32({9}, {100, 0, 0, 100, 0, 0, 0, 0, 100});
+  auto dp = on_device(picks), dlay = on_device(layout), dd = on_device(dst_ids);
+  ASSERT_TRUE(cpu_->place_ids(picks, layout, dst_ids).ok());
+  ASSERT_TRUE(gpu_->place_ids(dp.dev, dlay.dev, dd.dev).ok());
+  expect_close("place_ids", dst_ids, dd, 0);
+  auto dbad = on_device(Tensor::from_i32({3, 3}, {1, 3, 10, 3, 0, 20, 4, 4, 30}));
+  ASSERT_TRUE(gpu_->place_ids(dp.dev, dbad.dev, dd.dev).ok());
+  const Status e = gpu_->synchronize();
+  EXPECT_EQ(e.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(e.message().find("place_ids"), std::string::npos) << e.message();
 }
 
 TEST_F(CudaOps, HyperConnections) {

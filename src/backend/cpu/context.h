@@ -72,7 +72,7 @@ Status attention(const CpuContext& ctx, const Tensor& q, const Tensor& k, const 
 Status softmax_pool(const CpuContext& ctx, const Tensor& values, const Tensor& scores, Tensor& out);
 Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weights,
                       const Tensor& keys, const Tensor& visible, float weight_scale, float dot_scale,
-                      Tensor& out);
+                      Tensor& out, const Tensor* key_start);
 Status topk(const CpuContext& ctx, const Tensor& scores, int64_t k, Tensor& ids);
 Status moe_route(const CpuContext& ctx, const Tensor& logits, const Tensor* bias,
                  const Tensor* hash_ids, const RouterParams& params, Tensor& ids, Tensor& weights);

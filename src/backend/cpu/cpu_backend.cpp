@@ -55,7 +55,8 @@ class CpuBackend final : public Backend {
     return cpu::rope(ctx_, x, positions, inv_freq, style, mscale, inverse);
   }
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_offsets,
-                   const Tensor& key_ids, const Tensor* sinks, float scale, Tensor& out) override {
+                   const Tensor& key_ids, const Tensor* sinks, float scale, Tensor& out,
+                   int64_t /*max_keys*/ = -1) override {
     return cpu::attention(ctx_, q, k, v, key_offsets, key_ids, sinks, scale, out);
   }
   Status softmax_pool(const Tensor& values, const Tensor& scores, Tensor& out) override {
@@ -63,8 +64,9 @@ class CpuBackend final : public Backend {
   }
   Status indexer_scores(const Tensor& q, const Tensor& weights, const Tensor& keys,
                         const Tensor& visible, float weight_scale, float dot_scale,
-                        Tensor& out) override {
-    return cpu::indexer_scores(ctx_, q, weights, keys, visible, weight_scale, dot_scale, out);
+                        Tensor& out, const Tensor* key_start = nullptr) override {
+    return cpu::indexer_scores(ctx_, q, weights, keys, visible, weight_scale, dot_scale, out,
+                               key_start);
   }
   Status topk(const Tensor& scores, int64_t k, Tensor& ids) override {
     return cpu::topk(ctx_, scores, k, ids);

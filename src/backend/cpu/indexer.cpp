@@ -12,9 +12,18 @@ namespace deepinfer::backend::cpu {
 
 Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weights,
                       const Tensor& keys, const Tensor& visible, float weight_scale,
-                      float dot_scale, Tensor& out) {
-  DI_ASSIGN_OR_RETURN(const IndexerDims dims, check_indexer_scores(q, weights, keys, visible, out));
-  const int64_t S = dims.S, nI = dims.nI, cI = dims.cI, T = dims.T;
+                      float dot_scale, Tensor& out, const Tensor* key_start) {
+  DI_ASSIGN_OR_RETURN(const IndexerDims dims,
+                      check_indexer_scores(q, weights, keys, visible, out, key_start));
+  const int64_t S = dims.S, nI = dims.nI, cI = dims.cI, T = dims.T, Tk = keys.dim(0);
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t b = key_start ? key_start->data<int32_t>()[s] : 0;
+    const int64_t vis = visible.data<int32_t>()[s];
+    if (b < 0 || vis > T || b + std::max<int64_t>(vis, 0) > Tk)
+      return OutOfRange("indexer_scores: row " + std::to_string(s) + " reads keys [" +
+                        std::to_string(b) + ", " + std::to_string(b + vis) + ") of " +
+                        std::to_string(Tk) + " (out width " + std::to_string(T) + ")");
+  }
   const float* qp = q.data<float>();
   const float* wp = weights.data<float>();
   const float* kp = keys.data<float>();
@@ -22,6 +31,7 @@ Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weig
   ctx.parallel_for(S, T * nI * cI, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const int64_t vis = visible.data<int32_t>()[s];
+      const float* ks = kp + (key_start ? key_start->data<int32_t>()[s] : 0) * cI;
       for (int64_t t = 0; t < T; ++t) {
         if (t >= vis) {
           op[s * T + t] = -std::numeric_limits<float>::infinity();
@@ -29,7 +39,7 @@ Status indexer_scores(const CpuContext& ctx, const Tensor& q, const Tensor& weig
         }
         float acc = 0.f;
         for (int64_t h = 0; h < nI; ++h) {
-          const float d = dot(ctx, qp + (s * nI + h) * cI, kp + t * cI, cI);
+          const float d = dot(ctx, qp + (s * nI + h) * cI, ks + t * cI, cI);
           acc += (wp[s * nI + h] * weight_scale) * (std::max(d, 0.f) * dot_scale);
         }
         op[s * T + t] = acc;

@@ -1,112 +1,353 @@
 // Attention over explicit per-query key lists with per-head sinks (deepseek-v4.md §4.3).
-// One block per (query, head), a warp per strided share of the key list (see the kernel). The
-// result for a query never depends on the rest of the batch. Not yet the fast decode kernel
-// (heads as the M dimension, FlashMLA-style, issue 7).
+//
+// Heads as the M dimension: every head of a query reads the same key list (V4 has one shared KV
+// head), so a block takes one query, one KV head and a group of up to kHeads query heads (one per
+// warp) and stages each chunk of kChunk keys in shared memory once for all of them.
+//
+// The arithmetic is canonical, so the result of a query never depends on the batch, on the grid
+// or on whether the work was split:
+//   * the list is cut into chunks of kChunk keys (list order); a chunk's state is
+//     m = max logit, p_j = exp(logit_j − m), l = Σ_j p_j, a = Σ_j p_j · v_j (j ascending);
+//   * kSuper consecutive chunks form a super-chunk, whose state is the running merge of its chunk
+//     states from the empty state;
+//   * the query's state is the running merge of its super-chunk states in order, then the sink
+//     logit joins the denominator.
+// A super-chunk is the unit of splitting: with few (query, head-group) blocks the super-chunks of
+// a query run in separate blocks and a second kernel merges their states in order; otherwise one
+// block walks them all. Both paths call the same merge on the same values in the same order.
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kMaxPerLane = 32;  // D, Dv <= 1024
+constexpr int kHeads = 4;    // query heads per block, one per warp (more blocks for one query)
+constexpr int kChunk = 32;   // keys per chunk
+constexpr int kSuper = 2;    // chunks per super-chunk (split unit: 64 keys)
+constexpr int kThreads = kHeads * 32;
 
-// One block per (query, head), four warps. Warp w visits the keys at list positions
-// w, w + 4, w + 8, ... with its own online softmax (q·k reduced by a fixed xor tree, no block
-// barrier per key); the four partial states are merged in warp order at the end, with the sink
-// logit added once. The result for a query depends only on its own key list.
-__global__ void __launch_bounds__(kWarps * 32)
-attention_kernel(const float* __restrict__ q, const float* __restrict__ k,
-                 const float* __restrict__ v, const int32_t* __restrict__ key_offsets,
-                 const int32_t* __restrict__ key_ids, int64_t nnz, const float* sinks,
-                 int64_t nH, int64_t T, int64_t nKV, int64_t D, int64_t Dv, float scale,
-                 float* __restrict__ out, int32_t* error_flag) {
-  extern __shared__ float smem[];  // [kWarps][2 + Dv]: m, denom, acc
+// Running softmax state of one (query, head); lane l holds channels l + 32·i.
+template <int kPer>
+struct SoftState {
+  float m = -INFINITY, l = 0.f;
+  float a[kPer];
+  __device__ void clear() {
+    m = -INFINITY;
+    l = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) a[i] = 0.f;
+  }
+};
+
+// s ← merge(s, (m, l, a)); a part with no key (m = −inf) leaves s unchanged.
+template <int kPer>
+__device__ __forceinline__ void merge(SoftState<kPer>& s, float m, float l, const float* a) {
+  if (m == -INFINITY) return;
+  if (s.m == -INFINITY) {
+    s.m = m;
+    s.l = l;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) s.a[i] = a[i];
+    return;
+  }
+  const float mn = fmaxf(s.m, m);
+  const float cs = expf(s.m - mn), cp = expf(m - mn);
+  s.l = s.l * cs + l * cp;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) s.a[i] = s.a[i] * cs + a[i] * cp;
+  s.m = mn;
+}
+
+// out[c] for the lane's channels: the state with the sink logit in the denominator.
+template <int kPer>
+__device__ __forceinline__ void finish(const SoftState<kPer>& s, const float* sink, bool any_key,
+                                       int lane, int64_t Dv, float* o) {
+  float mf = s.m, cs = 1.f, total = s.l;
+  if (sink) {
+    mf = fmaxf(s.m, *sink);
+    cs = s.m == -INFINITY ? 0.f : expf(s.m - mf);
+    total = s.l * cs + expf(*sink - mf);
+  }
+  const bool ok = any_key && s.m != -INFINITY && total > 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < Dv) o[c] = ok ? (s.a[i] * cs) / total : 0.f;
+  }
+}
+
+struct Args {
+  const float* q;
+  const float* k;
+  const float* v;
+  const int32_t* key_offsets;
+  const int32_t* key_ids;
+  int64_t nnz;
+  const float* sinks;
+  int64_t nH, T, nKV, D, Dv, groups;  // groups = head groups per KV head
+  float scale;
+  float* out;
+  float* parts;     // split: [S, nH, max_super, 2 + Dv]
+  int64_t max_super;
+  int32_t* error_flag;
+};
+
+// Copies rows ids[0..n) (head kvh) of src [T, nKV, width] into dst [n, width]; an id of −1
+// (flagged bad) copies row 0. Each thread loads kLoadBatch units before storing any.
+constexpr int kLoadBatch = 8;
+template <bool kVec>
+__device__ __forceinline__ void stage_rows(const float* __restrict__ src, const int32_t* ids, int n,
+                                           int64_t nKV, int64_t kvh, int64_t width, float* dst) {
+  const int per_row = static_cast<int>(kVec ? width / 4 : width);  // <= 1024
+  const int total = n * per_row;
+  for (int base = threadIdx.x; base < total; base += kThreads * kLoadBatch) {
+    if (kVec) {
+      float4 buf[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads;
+        if (i < total) {
+          const int r = i / per_row, c = i % per_row;
+          const int64_t j = ids[r] < 0 ? 0 : ids[r];
+          buf[u] = reinterpret_cast<const float4*>(src + (j * nKV + kvh) * width)[c];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads;
+        if (i < total) reinterpret_cast<float4*>(dst)[i] = buf[u];
+      }
+    } else {
+      float buf[kLoadBatch];
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads;
+        if (i < total) {
+          const int r = i / per_row, c = i % per_row;
+          const int64_t j = ids[r] < 0 ? 0 : ids[r];
+          buf[u] = src[(j * nKV + kvh) * width + c];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadBatch; ++u) {
+        const int i = base + u * kThreads;
+        if (i < total) dst[i] = buf[u];
+      }
+    }
+  }
+}
+
+// grid (S · nKV · groups, splits). split = false: blockIdx.y = 0 walks every super-chunk and
+// writes out; split = true: blockIdx.y is the super-chunk, its state goes to parts.
+template <int kPer, bool kSplit>
+__global__ void __launch_bounds__(kThreads) attention_kernel(Args p) {
+  extern __shared__ float smem[];  // K chunk [kChunk][D], then V chunk [kChunk][Dv] unless shared
+  __shared__ int32_t ids_s[kChunk];
+  const bool kv_shared = p.k == p.v && p.D == p.Dv;
+  float* ks = smem;
+  float* vs = kv_shared ? smem : smem + kChunk * p.D;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t s = blockIdx.x / nH, h = blockIdx.x % nH;
-  const int64_t kvh = h / (nH / nKV);
-  const float* qh = q + (s * nH + h) * D;
-  float* o = out + (s * nH + h) * Dv;
-  int64_t begin = key_offsets[s], end = key_offsets[s + 1];
-  if (begin < 0 || end < begin || end > nnz) {
-    if (threadIdx.x == 0) set_error(error_flag, kErrKeyOffsets);
+  const int64_t bx = blockIdx.x;
+  const int64_t g = bx % p.groups, kvh = (bx / p.groups) % p.nKV, s = bx / (p.groups * p.nKV);
+  const int64_t per_kv = p.nH / p.nKV;
+  const int64_t hl = g * kHeads + warp;  // head within the KV head's share
+  const bool active = hl < per_kv;
+  const int64_t h = kvh * per_kv + (active ? hl : 0);
+
+  int64_t begin = p.key_offsets[s], end = p.key_offsets[s + 1];
+  if (begin < 0 || end < begin || end > p.nnz) {
+    if (threadIdx.x == 0) set_error(p.error_flag, kErrKeyOffsets);
     begin = end = 0;
   }
-  float qv[kMaxPerLane], acc[kMaxPerLane];
+  const int64_t n_super = (end - begin + kChunk * kSuper - 1) / (kChunk * kSuper);
+  int64_t sc_begin = 0, sc_end = n_super;
+  if (kSplit) {
+    sc_begin = blockIdx.y;
+    sc_end = sc_begin + 1;
+    if (sc_begin >= n_super) return;  // the whole block: n_super is uniform
+  }
+
+  float qv[kPer];
+  const float* qh = p.q + (s * p.nH + h) * p.D;
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
+  for (int i = 0; i < kPer; ++i) {
     const int64_t c = lane + 32 * i;
-    qv[i] = c < D ? qh[c] : 0.f;
-    acc[i] = 0.f;
+    qv[i] = c < p.D ? qh[c] : 0.f;
   }
-  float m = -INFINITY, denom = 0.f;
-  for (int64_t idx = begin + warp; idx < end; idx += kWarps) {
-    const int32_t j = key_ids[idx];
-    if (j < 0 || j >= T) {
-      if (lane == 0) set_error(error_flag, kErrKeyId);
-      continue;
-    }
-    const float* kj = k + (j * nKV + kvh) * D;
-    float part = 0.f;
+  SoftState<kPer> total, sup;
+  total.clear();
+  for (int64_t sc = sc_begin; sc < sc_end; ++sc) {
+    sup.clear();
+    for (int c = 0; c < kSuper; ++c) {
+      const int64_t kb = begin + (sc * kSuper + c) * kChunk;
+      if (kb >= end) break;
+      const int n = static_cast<int>(end - kb < kChunk ? end - kb : kChunk);
+      __syncthreads();  // the previous chunk's readers are done
+      if (threadIdx.x < n) {
+        int32_t j = p.key_ids[kb + threadIdx.x];
+        if (j < 0 || j >= p.T) {
+          set_error(p.error_flag, kErrKeyId);
+          j = -1;
+        }
+        ids_s[threadIdx.x] = j;
+      }
+      __syncthreads();
+      // Stage the chunk's rows: the [n, D] (and [n, Dv]) block is flattened over the threads
+      // and loaded kLoadBatch 16-byte chunks at a time, so many loads are in flight per thread.
+      const bool vec = (p.D % 4 == 0) && (p.Dv % 4 == 0) &&
+                       (reinterpret_cast<uintptr_t>(p.k) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
+      if (vec) {
+        stage_rows<true>(p.k, ids_s, n, p.nKV, kvh, p.D, ks);
+        if (!kv_shared) stage_rows<true>(p.v, ids_s, n, p.nKV, kvh, p.Dv, vs);
+      } else {
+        stage_rows<false>(p.k, ids_s, n, p.nKV, kvh, p.D, ks);
+        if (!kv_shared) stage_rows<false>(p.v, ids_s, n, p.nKV, kvh, p.Dv, vs);
+      }
+      __syncthreads();
+      if (!active) continue;
+      // Logits (every lane ends with all n), chunk max.
+      float logit[kChunk];
+      float m = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
+      for (int r = 0; r < kChunk; ++r) {
+        logit[r] = -INFINITY;
+        if (r < n && ids_s[r] >= 0) {
+          float part = 0.f;
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            const int64_t c = lane + 32 * i;
+            if (c < p.D) part = fmaf(qv[i], ks[r * p.D + c], part);
+          }
+          for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+          logit[r] = part * p.scale;
+          m = fmaxf(m, logit[r]);
+        }
+      }
+      if (m == -INFINITY) continue;  // no valid key in the chunk
+      float l = 0.f, a[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) a[i] = 0.f;
+#pragma unroll
+      for (int r = 0; r < kChunk; ++r) {
+        if (r < n && logit[r] != -INFINITY) {
+          const float pr = expf(logit[r] - m);
+          l += pr;
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            const int64_t c = lane + 32 * i;
+            if (c < p.Dv) a[i] = fmaf(pr, vs[r * p.Dv + c], a[i]);
+          }
+        }
+      }
+      merge(sup, m, l, a);
+    }
+    if (!kSplit) merge(total, sup.m, sup.l, sup.a);
+  }
+  if (!active) return;
+  if (kSplit) {
+    float* part = p.parts + ((s * p.nH + h) * p.max_super + sc_begin) * (2 + p.Dv);
+    if (lane == 0) {
+      part[0] = sup.m;
+      part[1] = sup.l;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
       const int64_t c = lane + 32 * i;
-      if (c < D) part = fmaf(qv[i], kj[c], part);
+      if (c < p.Dv) part[2 + c] = sup.a[i];
     }
-    for (int o2 = 16; o2 > 0; o2 >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o2);
-    const float logit = part * scale;
-    const float m_new = fmaxf(m, logit);
-    const float corr = expf(m - m_new);  // m = -inf on a warp's first key: exp(-inf) = 0
-    const float p = expf(logit - m_new);
-    denom = denom * corr + p;
-    const float* vj = v + (j * nKV + kvh) * Dv;
+    return;
+  }
+  finish(total, p.sinks ? p.sinks + h : nullptr, end > begin, lane, p.Dv,
+         p.out + (s * p.nH + h) * p.Dv);
+}
+
+// One warp per (query, head): merges the super-chunk states in order, then the sink.
+template <int kPer>
+__global__ void __launch_bounds__(128) combine_kernel(Args p, int64_t S) {
+  const int lane = threadIdx.x % 32;
+  const int64_t w = blockIdx.x * 4 + threadIdx.x / 32;
+  if (w >= S * p.nH) return;
+  const int64_t s = w / p.nH, h = w % p.nH;
+  int64_t begin = p.key_offsets[s], end = p.key_offsets[s + 1];
+  if (begin < 0 || end < begin || end > p.nnz) begin = end = 0;  // flagged by the main kernel
+  const int64_t n_super = (end - begin + kChunk * kSuper - 1) / (kChunk * kSuper);
+  SoftState<kPer> total;
+  total.clear();
+  float a[kPer];
+  for (int64_t sc = 0; sc < n_super; ++sc) {
+    const float* part = p.parts + ((s * p.nH + h) * p.max_super + sc) * (2 + p.Dv);
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
+    for (int i = 0; i < kPer; ++i) {
       const int64_t c = lane + 32 * i;
-      if (c < Dv) acc[i] = acc[i] * corr + p * vj[c];
+      a[i] = c < p.Dv ? part[2 + c] : 0.f;
     }
-    m = m_new;
+    merge(total, part[0], part[1], a);
   }
-  float* mine = smem + warp * (2 + Dv);
-  if (lane == 0) {
-    mine[0] = m;
-    mine[1] = denom;
+  finish(total, p.sinks ? p.sinks + h : nullptr, end > begin, lane, p.Dv,
+         p.out + (s * p.nH + h) * p.Dv);
+}
+
+// Raises a kernel's dynamic shared-memory limit when a launch needs more than it allowed so far.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes, size_t& allowed) {
+  if (bytes > 48 * 1024 && bytes > allowed) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(bytes));
+    allowed = bytes;
   }
-#pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
-    const int64_t c = lane + 32 * i;
-    if (c < Dv) mine[2 + c] = acc[i];
-  }
-  __syncthreads();
-  // Merge in warp order (every thread computes the same scalars).
-  float M = sinks ? sinks[h] : -INFINITY;
-  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, smem[w * (2 + Dv)]);
-  float total = sinks ? expf(sinks[h] - M) : 0.f;
-  float f[kWarps];
-  for (int w = 0; w < kWarps; ++w) {
-    const float mw = smem[w * (2 + Dv)];
-    f[w] = mw == -INFINITY ? 0.f : expf(mw - M);
-    total += smem[w * (2 + Dv) + 1] * f[w];
-  }
-  const bool any_key = end > begin && total > 0.f;
-  for (int64_t c = threadIdx.x; c < Dv; c += kWarps * 32) {
-    float a = 0.f;
-    for (int w = 0; w < kWarps; ++w) a += smem[w * (2 + Dv) + 2 + c] * f[w];
-    o[c] = any_key ? a / total : 0.f;
+}
+
+template <int kPer>
+void launch(const Args& a, int64_t S, bool split, cudaStream_t st) {
+  static size_t allowed_split = 0, allowed_whole = 0;  // per instantiation
+  const bool kv_shared = a.k == a.v && a.D == a.Dv;
+  const size_t smem = sizeof(float) * kChunk * (a.D + (kv_shared ? 0 : a.Dv));
+  const unsigned bx = static_cast<unsigned>(S * a.nKV * a.groups);
+  if (split) {
+    allow_smem(attention_kernel<kPer, true>, smem, allowed_split);
+    attention_kernel<kPer, true>
+        <<<dim3(bx, static_cast<unsigned>(a.max_super)), kThreads, smem, st>>>(a);
+    combine_kernel<kPer><<<grid_for(S * a.nH, 4), 128, 0, st>>>(a, S);
+  } else {
+    allow_smem(attention_kernel<kPer, false>, smem, allowed_whole);
+    attention_kernel<kPer, false><<<bx, kThreads, smem, st>>>(a);
   }
 }
 
 }  // namespace
 
+int64_t attention_parts_floats(int64_t S, int64_t nH, int64_t nKV, int64_t Dv,
+                               int64_t max_keys, int num_sms) {
+  const int64_t groups = (nH / nKV + kHeads - 1) / kHeads;
+  const int64_t max_super = (max_keys + kChunk * kSuper - 1) / (kChunk * kSuper);
+  if (max_super <= 1 || S * nKV * groups >= 2 * static_cast<int64_t>(num_sms)) return 0;
+  return S * nH * max_super * (2 + Dv);
+}
+
+size_t attention_smem_bytes(int64_t D, int64_t Dv, bool kv_shared) {
+  return sizeof(float) * kChunk * (D + (kv_shared ? 0 : Dv));
+}
+
 void attention(const float* q, const float* k, const float* v, const int32_t* key_offsets,
                const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                int64_t T, int64_t nKV, int64_t D, int64_t Dv, float scale, float* out,
-               int32_t* error_flag, cudaStream_t s) {
-  if (S * nH > 0) {
-    const size_t smem = static_cast<size_t>(kWarps) * (2 + Dv) * sizeof(float);
-    attention_kernel<<<static_cast<unsigned>(S * nH), kWarps * 32, smem, s>>>(
-        q, k, v, key_offsets, key_ids, nnz, sinks, nH, T, nKV, D, Dv, scale, out, error_flag);
-  }
+               float* parts, int64_t max_keys, int32_t* error_flag, cudaStream_t s) {
+  if (S * nH == 0) return;
+  Args a{q, k, v, key_offsets, key_ids, nnz, sinks, nH, T, nKV, D, Dv,
+         (nH / nKV + kHeads - 1) / kHeads, scale, out, parts,
+         (max_keys + kChunk * kSuper - 1) / (kChunk * kSuper), error_flag};
+  const bool split = parts != nullptr;
+  const int64_t per = (std::max(D, Dv) + 31) / 32;
+  if (per <= 1) launch<1>(a, S, split, s);
+  else if (per <= 2) launch<2>(a, S, split, s);
+  else if (per <= 4) launch<4>(a, S, split, s);
+  else if (per <= 8) launch<8>(a, S, split, s);
+  else if (per <= 16) launch<16>(a, S, split, s);
+  else launch<32>(a, S, split, s);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/dequant.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
 
@@ -93,7 +94,10 @@ struct CudaBackend::State {
   DeviceBuffer workspace;   // grows on demand (top-k sort)
   const char* last_op = "";
   bool batch_invariant = false;
+  bool fp8_activations = false;
+  std::unique_ptr<Fp8Gemm> fp8 = nullptr;  // when fp8_activations: FP8 block-scaled GEMM (shares blas.lt())
   int device = 0;
+  int num_sms = 132;  // sizes work splits
 };
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : st_(std::move(state)) {}
@@ -110,6 +114,12 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
                                              ""});
   st->batch_invariant = options.batch_invariant;
   st->device = options.device;
+  st->fp8_activations = options.fp8_activations;
+  if (options.fp8_activations) {
+    DI_ASSIGN_OR_RETURN(st->fp8, Fp8Gemm::create({}, st->blas.lt()));
+  }
+  DI_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&st->num_sms, cudaDevAttrMultiProcessorCount, options.device));
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(st)));
 }
 
@@ -134,6 +144,12 @@ Status CudaBackend::synchronize() {
 }
 
 StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
+  DI_ASSIGN_OR_RETURN(Tensor t, empty(dtype, std::move(shape)));
+  if (t.nbytes()) DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(t.raw(), 0, t.nbytes(), stream()));
+  return t;
+}
+
+StatusOr<Tensor> CudaBackend::empty(DType dtype, backend::Shape shape) {
   for (int64_t d : shape)
     if (d < 0) return InvalidArgument("alloc: negative dimension in " + backend::shape_str(shape));
   int64_t numel = 1;
@@ -143,7 +159,6 @@ StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
   DI_ASSIGN_OR_RETURN(void* p, st_->cache->get(b));
   std::shared_ptr<TensorCache> cache = st_->cache;
   std::shared_ptr<void> owner(p, [cache, b](void* q) { cache->put(b, q); });
-  if (bytes) DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, bytes, stream()));
   return Tensor::adopt(p, dtype, std::move(shape), std::move(owner), /*on_device=*/true);
 }
 
@@ -296,6 +311,32 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                                      (K + w.block_cols - 1) / w.block_cols}));
   }
   if (M == 0 || GN == 0) return OkStatus();
+  // --fp8-activations: DeepSeek's recipe (activations quantized per 1×128 to e4m3, cuBLASLt
+  // block-scaled FP8 GEMM) for prefill-sized products; lossy, so opt-in, and not batch-invariant.
+  if (fmt == 1 && st_->fp8 && !st_->batch_invariant && M > 16) {
+    const Status s = fp8_linear(*st_->fp8, x, w, out, groups, stream());
+    if (s.code() != StatusCode::kUnimplemented) return s.ok() ? launched(op) : s;
+  }  // shapes it refuses fall through
+  // Tensor cores (linear_tc.cu) wherever the layout allows: for every M with --batch-invariant
+  // (the kernel's bits do not depend on M), else from tc_min_rows rows. Below that the weight-only
+  // kernel is faster (H200, bench_ops --tc-m): bf16 at one row (it streams the head at ~70 % of
+  // copy bandwidth) and FP8/FP4 at one or two rows of weights under 24 M elements (e.g. wq_a
+  // 14 vs 33 µs; the wide ones, wq_b / wo_a, are faster on tensor cores already at one row).
+  const int64_t tc_min_rows = fmt == 0 ? 2 : GN * K < (int64_t{24} << 20) ? 3 : 1;
+  if (kernels::linear_tc_supported(fmt, w.w.raw(), x.data<float>(), M, K, fmt != 0, w.block_cols) &&
+      (fmt == 0 || w.scale.numel() < (int64_t{1} << 31)) &&
+      (st_->batch_invariant || M >= tc_min_rows)) {
+    const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, fmt != 0 ? w.block_cols : 0,
+                                                       st_->batch_invariant);
+    Tensor ws;
+    if (k_split < K) {
+      DI_ASSIGN_OR_RETURN(ws, empty(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+    }
+    kernels::linear_tc(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                       scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols, k_split,
+                       out.data<float>(), ws.defined() ? ws.data<float>() : nullptr, stream());
+    return launched(op);
+  }
   // The weight-only kernel reads 16-byte chunks (16 e4m3 / 32 e2m1 values) under one scale.
   const bool chunk_fits_block = fmt == 0 || w.block_cols % (fmt == 1 ? 16 : 32) == 0;
   if ((!st_->batch_invariant && M > 16) || !chunk_fits_block) {  // dequantize once, cuBLAS
@@ -320,6 +361,7 @@ struct ProjectionTable {
   DeviceBuffer w, s;  // const void* [E] each (s empty when unscaled)
   int fmt = -1;
   bool scale_f32 = false;
+  bool tc = false;  // every expert's rows 16-byte aligned: the tensor-core grouped GEMM can read it
   int64_t N = 0, K = 0, br = 1, bc = 1;
 };
 struct ExpertTables {
@@ -345,6 +387,11 @@ StatusOr<ProjectionTable> make_table(const std::vector<backend::Weight>& ws, cud
     wp.push_back(w.w.raw());
     if (w.scale.defined()) sp.push_back(w.scale.raw());
   }
+  const int64_t row_bytes = t.fmt == 0 ? 2 * t.K : t.fmt == 1 ? t.K : t.K / 2;
+  t.tc = t.fmt >= 0 && t.fmt <= 2 && row_bytes % 16 == 0 &&
+         (!w0.scale.defined() || t.bc % 32 == 0);
+  for (const void* p : wp) t.tc = t.tc && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  if (w0.scale.defined()) t.tc = t.tc && w0.scale.numel() < (int64_t{1} << 31);
   if (w0.scale.defined() && ((t.fmt != 1 && t.fmt != 2) || t.bc % (t.fmt == 1 ? 16 : 32) != 0))
     return Unimplemented("expert scale layout");
   DI_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(wp.size() * sizeof(void*)));
@@ -380,9 +427,24 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "ids", ids, DType::kI32, 2));
   const int64_t S = x.dim(0), H = x.dim(1), k = ids.dim(1), slots = S * k;
-  if (t == nullptr || (!st_->batch_invariant && slots > 128) || t->gate_up.K != H ||
-      t->down.N != H || t->gate_up.N != 2 * t->down.K)
+  if (t == nullptr || t->gate_up.K != H || t->down.N != H || t->gate_up.N != 2 * t->down.K)
     return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+  // Tensor cores for every slot count when both projections allow it (the grouped GEMM's bits do
+  // not depend on the batch, so --batch-invariant uses it too); else the per-slot weight-only
+  // kernel (small batches, --batch-invariant) or the host grouping.
+  const int64_t E_all = experts.num_experts();
+  const bool tc_experts =
+      t->gate_up.tc && t->down.tc &&
+      kernels::experts_tc_supported(t->gate_up.fmt, x.data<float>(), slots, E_all, H,
+                                    t->gate_up.s.size() > 0, t->gate_up.bc) &&
+      kernels::experts_tc_supported(t->down.fmt, x.data<float>(), slots, E_all, t->down.K,
+                                    t->down.s.size() > 0, t->down.bc);
+  if (!tc_experts && !st_->batch_invariant && slots > 128)
+    return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+  // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk
+  // loaded once for both) reads the picked experts at higher bandwidth than the grouped GEMM's
+  // one-row tiles (H200, FP4 top-6, batch 1: 229 vs 383 µs with one row per warp).
+  const bool few_slots = !st_->batch_invariant && slots <= 128;
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
@@ -390,6 +452,35 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   const int64_t I = t->down.K;
   const ProjectionTable& g = t->gate_up;
   const ProjectionTable& d = t->down;
+  if (tc_experts && !few_slots) {
+    // Tensor cores: slots grouped by expert on the device (no host wait), one grouped GEMM per
+    // projection, outputs in slot order so swiglu and combine_slots are those of the other paths.
+    const int64_t E = experts.num_experts();
+    const int tile_rows = kernels::experts_tc_tile_rows(slots, E);
+    DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
+    int32_t* perm = grp.data<int32_t>();
+    int32_t* row_off = perm + slots;
+    int32_t* tile_off = row_off + E + 1;
+    kernels::moe_group(ids.data<int32_t>(), slots, E, tile_rows, perm, row_off, tile_off,
+                       flag_of(st_->error_flag), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
+    DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
+    kernels::experts_tc(g.fmt, x.data<float>(), k, perm, row_off, tile_off, tile_rows, slots, E,
+                        static_cast<const void* const*>(g.w.data()),
+                        static_cast<const void* const*>(g.s.data()), g.scale_f32, 2 * I, H, g.br,
+                        g.bc, gu.data<float>(), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
+    DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
+    DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
+    kernels::experts_tc(d.fmt, act.data<float>(), 1, perm, row_off, tile_off, tile_rows, slots, E,
+                        static_cast<const void* const*>(d.w.data()),
+                        static_cast<const void* const*>(d.s.data()), d.scale_f32, H, I, d.br,
+                        d.bc, slot_out.data<float>(), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    return combine_slots(slot_out, weights, k, out);
+  }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
   kernels::linear_slots(g.fmt, x.data<float>(), k, ids.data<int32_t>(), slots,
                         experts.num_experts(), static_cast<const void* const*>(g.w.data()),
@@ -425,13 +516,24 @@ Status CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_f
 
 Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_offsets, const Tensor& key_ids,
-                              const Tensor* sinks, float scale, Tensor& out) {
+                              const Tensor* sinks, float scale, Tensor& out, int64_t max_keys) {
   DI_ASSIGN_OR_RETURN(const auto d, check_attention(q, k, v, key_offsets, key_ids, sinks, out));
-  if (d.Dv > 1024 || d.D > 1024) return Unimplemented("attention (cuda): head width > 1024");
+  const bool kv_shared = k.raw() == v.raw() && d.D == d.Dv;
+  if (d.Dv > 1024 || d.D > 1024 || kernels::attention_smem_bytes(d.D, d.Dv, kv_shared) > 200 * 1024)
+    return Unimplemented("attention (cuda): head widths " + std::to_string(d.D) + "/" +
+                         std::to_string(d.Dv) + " need more shared memory than a block has");
+  if (max_keys < 0 || max_keys > d.nnz) max_keys = d.nnz;
+  const int64_t parts_n = kernels::attention_parts_floats(d.S, d.nH, d.nKV, d.Dv, max_keys,
+                                                          st_->num_sms);
+  Tensor parts;
+  if (parts_n > 0) {
+    DI_ASSIGN_OR_RETURN(parts, empty(DType::kF32, {parts_n}));
+  }
   kernels::attention(q.data<float>(), k.data<float>(), v.data<float>(),
                      key_offsets.data<int32_t>(), key_ids.data<int32_t>(), d.nnz,
                      sinks ? sinks->data<float>() : nullptr, d.S, d.nH, d.T, d.nKV, d.D, d.Dv,
-                     scale, out.data<float>(), flag_of(st_->error_flag), stream());
+                     scale, out.data<float>(), parts_n > 0 ? parts.data<float>() : nullptr,
+                     max_keys, flag_of(st_->error_flag), stream());
   return launched("attention");
 }
 
@@ -444,12 +546,23 @@ Status CudaBackend::softmax_pool(const Tensor& values, const Tensor& scores, Ten
 
 Status CudaBackend::indexer_scores(const Tensor& q, const Tensor& weights, const Tensor& keys,
                                    const Tensor& visible, float weight_scale, float dot_scale,
-                                   Tensor& out) {
-  DI_ASSIGN_OR_RETURN(const auto d, check_indexer_scores(q, weights, keys, visible, out));
+                                   Tensor& out, const Tensor* key_start) {
+  DI_ASSIGN_OR_RETURN(const auto d,
+                      check_indexer_scores(q, weights, keys, visible, out, key_start));
   kernels::indexer_scores(q.data<float>(), weights.data<float>(), keys.data<float>(),
-                          visible.data<int32_t>(), d.S, d.nI, d.cI, d.T, weight_scale, dot_scale,
-                          out.data<float>(), stream());
+                          visible.data<int32_t>(), key_start ? key_start->data<int32_t>() : nullptr,
+                          d.S, d.nI, d.cI, d.T, keys.dim(0), weight_scale, dot_scale,
+                          out.data<float>(), flag_of(st_->error_flag), stream());
   return launched("indexer_scores");
+}
+
+Status CudaBackend::place_ids(const Tensor& src, const Tensor& layout, Tensor& dst) {
+  DI_RETURN_IF_ERROR(check_rank("place_ids", "src", src, DType::kI32, 2));
+  DI_RETURN_IF_ERROR(check_tensor("place_ids", "layout", layout, DType::kI32, {src.dim(0), 3}));
+  DI_RETURN_IF_ERROR(check_rank("place_ids", "dst", dst, DType::kI32, 1));
+  kernels::place_ids(src.data<int32_t>(), src.dim(0), src.dim(1), layout.data<int32_t>(),
+                     dst.data<int32_t>(), dst.dim(0), flag_of(st_->error_flag), stream());
+  return launched("place_ids");
 }
 
 Status CudaBackend::topk(const Tensor& scores, int64_t k, Tensor& ids) {
@@ -468,6 +581,7 @@ Status CudaBackend::topk(const Tensor& scores, int64_t k, Tensor& ids) {
 Status CudaBackend::moe_route(const Tensor& logits, const Tensor* bias, const Tensor* hash_ids,
                               const backend::RouterParams& params, Tensor& ids, Tensor& weights) {
   DI_ASSIGN_OR_RETURN(const auto d, check_moe_route(logits, bias, hash_ids, params, ids, weights));
+  if (d.E > 1024) return Unimplemented("moe_route (cuda): more than 1024 experts");
   const int scoring = params.scoring == backend::RouterScoring::kSqrtSoftplus ? 0
                       : params.scoring == backend::RouterScoring::kSigmoid    ? 1
                                                                               : 2;

@@ -16,6 +16,9 @@ struct CudaBackendOptions {
   // matmul through a fixed-tiling kernel whose result for a row is independent of the other rows
   // (cuBLAS may pick another algorithm, or split-K, for another M).
   bool batch_invariant = false;
+  // FP8 weights × activations quantized to FP8 per 1×128 group (cuBLASLt block-scaled GEMM,
+  // fp8_gemm.h) for large M; numerics differ from the weight-only path (activation rounding).
+  bool fp8_activations = false;
 };
 
 class TensorCache;
@@ -37,6 +40,7 @@ class CudaBackend : public backend::Backend {
   // order; cudaMalloc only when no cached block fits). Zero-filled on the stream.
   bool host_memory() const override { return false; }
   StatusOr<backend::Tensor> alloc(DType dtype, backend::Shape shape) override;
+  StatusOr<backend::Tensor> empty(DType dtype, backend::Shape shape) override;
   Status upload(const backend::Tensor& host, backend::Tensor& dst) override;
   Status download(const backend::Tensor& src, backend::Tensor& host) override;
   bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const override;
@@ -70,13 +74,17 @@ class CudaBackend : public backend::Backend {
               bool inverse) override;
   Status attention(const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
                    const backend::Tensor& key_offsets, const backend::Tensor& key_ids,
-                   const backend::Tensor* sinks, float scale, backend::Tensor& out) override;
+                   const backend::Tensor* sinks, float scale, backend::Tensor& out,
+                   int64_t max_keys = -1) override;
   Status softmax_pool(const backend::Tensor& values, const backend::Tensor& scores,
                       backend::Tensor& out) override;
   Status indexer_scores(const backend::Tensor& q, const backend::Tensor& weights,
                         const backend::Tensor& keys, const backend::Tensor& visible,
-                        float weight_scale, float dot_scale, backend::Tensor& out) override;
+                        float weight_scale, float dot_scale, backend::Tensor& out,
+                        const backend::Tensor* key_start = nullptr) override;
   Status topk(const backend::Tensor& scores, int64_t k, backend::Tensor& ids) override;
+  Status place_ids(const backend::Tensor& src, const backend::Tensor& layout,
+                   backend::Tensor& dst) override;
   Status moe_route(const backend::Tensor& logits, const backend::Tensor* bias,
                    const backend::Tensor* hash_ids, const backend::RouterParams& params,
                    backend::Tensor& ids, backend::Tensor& weights) override;

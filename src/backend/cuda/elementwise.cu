@@ -106,6 +106,8 @@ const char* error_code_name(int32_t code) {
     case kErrHashExpertId: return "moe_route: hash expert id outside [0, E)";
     case kErrKeyId: return "attention: key id outside [0, T)";
     case kErrKeyOffsets: return "attention: key_offsets not non-decreasing within [0, nnz]";
+    case kErrIndexerKeys: return "indexer_scores: a row's key_start + visible outside the keys";
+    case kErrPlaceIds: return "place_ids: a pick is -1 or a row overruns dst";
   }
   return "unknown device error";
 }

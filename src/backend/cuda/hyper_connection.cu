@@ -1,5 +1,5 @@
-// mHC kernels (deepseek-v4.md §3): coefficients with Sinkhorn-Knopp (one thread per token; hc is
-// 4), stream collapse and expand (one thread per output element, fixed summation order over j).
+// mHC kernels (deepseek-v4.md §3): coefficients with Sinkhorn-Knopp (a warp per token when
+// hc·hc <= 32, else a thread), stream collapse and expand (one thread per output element, fixed summation order over j).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -10,43 +10,113 @@ constexpr int kMaxHc = 16;
 
 __device__ __forceinline__ float sigmoidf_(float v) { return 1.f / (1.f + expf(-v)); }
 
+// One thread per token. kHc > 0: the stream count is a compile-time constant and the hc × hc
+// matrix lives in registers (fully unrolled); kHc = 0: any hc <= kMaxHc (local memory).
+template <int kHc>
 __global__ void hc_coeffs_kernel(const float* mix, const float* base, const float* scale,
-                                 int64_t S, int64_t hc, int64_t iters, float eps, bool head,
+                                 int64_t S, int64_t hc_rt, int64_t iters, float eps, bool head,
                                  float* pre, float* post, float* comb) {
+  constexpr int kN = kHc > 0 ? kHc : kMaxHc;
+  const int hc = kHc > 0 ? kHc : static_cast<int>(hc_rt);
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (s >= S) return;
   const int64_t width = head ? hc : (2 + hc) * hc;
   const float* a = mix + s * width;
-  for (int64_t j = 0; j < hc; ++j) pre[s * hc + j] = sigmoidf_(a[j] * scale[0] + base[j]) + eps;
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    if (j < hc) pre[s * hc + j] = sigmoidf_(a[j] * scale[0] + base[j]) + eps;
   if (head) return;
-  for (int64_t j = 0; j < hc; ++j)
-    post[s * hc + j] = 2.f * sigmoidf_(a[hc + j] * scale[1] + base[hc + j]);
-  float C[kMaxHc * kMaxHc];
-  for (int64_t j = 0; j < hc; ++j) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    if (j < hc) post[s * hc + j] = 2.f * sigmoidf_(a[hc + j] * scale[1] + base[hc + j]);
+  float C[kN * kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    if (j >= hc) break;
     float mx = -INFINITY;
-    for (int64_t k = 0; k < hc; ++k) {
-      C[j * hc + k] = a[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
-      mx = fmaxf(mx, C[j * hc + k]);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (k >= hc) break;
+      C[j * kN + k] = a[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
+      mx = fmaxf(mx, C[j * kN + k]);
     }
     float den = 0.f;
-    for (int64_t k = 0; k < hc; ++k) den += (C[j * hc + k] = expf(C[j * hc + k] - mx));
-    for (int64_t k = 0; k < hc; ++k) C[j * hc + k] = C[j * hc + k] / den + eps;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      if (k < hc) den += (C[j * kN + k] = expf(C[j * kN + k] - mx));
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      if (k < hc) C[j * kN + k] = C[j * kN + k] / den + eps;
   }
   for (int64_t it = 0; it < iters; ++it) {
     if (it > 0) {
-      for (int64_t j = 0; j < hc; ++j) {
+#pragma unroll
+      for (int j = 0; j < kN; ++j) {
+        if (j >= hc) break;
         float sum = 0.f;
-        for (int64_t k = 0; k < hc; ++k) sum += C[j * hc + k];
-        for (int64_t k = 0; k < hc; ++k) C[j * hc + k] /= (sum + eps);
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+          if (k < hc) sum += C[j * kN + k];
+#pragma unroll
+        for (int k = 0; k < kN; ++k)
+          if (k < hc) C[j * kN + k] /= (sum + eps);
       }
     }
-    for (int64_t k = 0; k < hc; ++k) {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      if (k >= hc) break;
       float sum = 0.f;
-      for (int64_t j = 0; j < hc; ++j) sum += C[j * hc + k];
-      for (int64_t j = 0; j < hc; ++j) C[j * hc + k] /= (sum + eps);
+#pragma unroll
+      for (int j = 0; j < kN; ++j)
+        if (j < hc) sum += C[j * kN + k];
+#pragma unroll
+      for (int j = 0; j < kN; ++j)
+        if (j < hc) C[j * kN + k] /= (sum + eps);
     }
   }
-  for (int64_t i = 0; i < hc * hc; ++i) comb[s * hc * hc + i] = C[i];
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      if (j < hc && k < hc) comb[s * hc * hc + j * hc + k] = C[j * kN + k];
+}
+
+// One warp per token for hc·hc <= 32: lane l holds C[l / hc][l % hc]; a row or column sum is hc
+// shuffles added in index order (the CPU's order), so the Sinkhorn chain is short and parallel.
+__global__ void hc_coeffs_warp_kernel(const float* mix, const float* base, const float* scale,
+                                      int64_t S, int hc, int64_t iters, float eps, bool head,
+                                      float* pre, float* post, float* comb) {
+  const int lane = threadIdx.x % 32;
+  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  if (s >= S) return;
+  const int64_t width = head ? hc : (2 + hc) * hc;
+  const float* a = mix + s * width;
+  if (lane < hc) pre[s * hc + lane] = sigmoidf_(a[lane] * scale[0] + base[lane]) + eps;
+  if (head) return;
+  if (lane < hc) post[s * hc + lane] = 2.f * sigmoidf_(a[hc + lane] * scale[1] + base[hc + lane]);
+  const bool mine = lane < hc * hc;
+  const int j = mine ? lane / hc : 0, k = mine ? lane % hc : 0;
+  auto row_sum = [&](float v) {
+    float t = 0.f;
+    for (int kk = 0; kk < hc; ++kk) t += __shfl_sync(0xffffffffu, v, j * hc + kk);
+    return t;
+  };
+  auto col_sum = [&](float v) {
+    float t = 0.f;
+    for (int jj = 0; jj < hc; ++jj) t += __shfl_sync(0xffffffffu, v, jj * hc + k);
+    return t;
+  };
+  float c = mine ? a[2 * hc + lane] * scale[2] + base[2 * hc + lane] : 0.f;
+  float mx = -INFINITY;
+  for (int kk = 0; kk < hc; ++kk) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, j * hc + kk));
+  c = expf(c - mx);
+  const float den = row_sum(c);
+  c = c / den + eps;
+  for (int64_t it = 0; it < iters; ++it) {
+    if (it > 0) c /= (row_sum(c) + eps);
+    c /= (col_sum(c) + eps);
+  }
+  if (mine) comb[s * hc * hc + lane] = c;
 }
 
 __global__ void hc_collapse_kernel(const float* x, const float* pre, int64_t S, int64_t hc,
@@ -77,9 +147,14 @@ __global__ void hc_expand_kernel(const float* x, const float* y, const float* po
 void hc_coeffs(const float* mix, const float* base, const float* scale, int64_t S, int64_t hc,
                int64_t iters, float eps, bool head, float* pre, float* post, float* comb,
                cudaStream_t s) {
-  if (S > 0)
-    hc_coeffs_kernel<<<grid_for(S, 64), 64, 0, s>>>(mix, base, scale, S, hc, iters, eps, head,
-                                                    pre, post, comb);
+  if (S <= 0) return;
+  if (hc * hc <= 32) {
+    hc_coeffs_warp_kernel<<<grid_for(S, 4), 128, 0, s>>>(mix, base, scale, S, static_cast<int>(hc),
+                                                        iters, eps, head, pre, post, comb);
+    return;
+  }
+  hc_coeffs_kernel<0><<<grid_for(S, 64), 64, 0, s>>>(mix, base, scale, S, hc, iters, eps, head,
+                                                     pre, post, comb);
 }
 
 void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_t H, float* out,

@@ -25,6 +25,8 @@ enum ErrorCode : int32_t {
   kErrHashExpertId = 4,
   kErrKeyId = 5,
   kErrKeyOffsets = 6,
+  kErrIndexerKeys = 7,
+  kErrPlaceIds = 8,
 };
 const char* error_code_name(int32_t code);
 
@@ -50,9 +52,14 @@ void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
                int64_t hc, int64_t H, float* out, cudaStream_t s);
 // out[S, T] indexer scores (see backend.h indexer_scores).
+// key_start [S] may be null (every row reads keys from row 0); Tk = rows of keys.
 void indexer_scores(const float* q, const float* weights, const float* keys,
-                    const int32_t* visible, int64_t S, int64_t nI, int64_t cI, int64_t T,
-                    float weight_scale, float dot_scale, float* out, cudaStream_t s);
+                    const int32_t* visible, const int32_t* key_start, int64_t S, int64_t nI,
+                    int64_t cI, int64_t T, int64_t Tk, float weight_scale, float dot_scale,
+                    float* out, int32_t* error_flag, cudaStream_t s);
+// dst[layout[s,0] + j] = src[s, j] + layout[s,2] for j < layout[s,1] (see backend.h place_ids).
+void place_ids(const int32_t* src, int64_t S, int64_t k, const int32_t* layout, int32_t* dst,
+               int64_t n, int32_t* error_flag, cudaStream_t s);
 // ids[S, k]: top-k per row, higher score first, ties to the lower index; -inf picks and slots
 // past min(k, T) are -1. Needs `workspace` of topk_workspace_bytes(S, T) bytes.
 uint64_t topk_workspace_bytes(int64_t S, int64_t T);
@@ -62,11 +69,17 @@ void topk(const float* scores, int64_t S, int64_t T, int64_t k, int32_t* ids, vo
 void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
                int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
                int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s);
-// Attention over explicit key lists with optional sinks (see backend.h attention).
+// Attention over explicit key lists with optional sinks (see backend.h attention and the
+// canonical chunk arithmetic in attention.cu). `parts`: scratch of attention_parts_floats(...)
+// floats when that is > 0 (the split path), else null. max_keys bounds every key list.
 void attention(const float* q, const float* k, const float* v, const int32_t* key_offsets,
                const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                int64_t T, int64_t nKV, int64_t D, int64_t Dv, float scale, float* out,
-               int32_t* error_flag, cudaStream_t s);
+               float* parts, int64_t max_keys, int32_t* error_flag, cudaStream_t s);
+// Floats of split scratch the launch wants (0: no split) and the shared memory a block needs.
+int64_t attention_parts_floats(int64_t S, int64_t nH, int64_t nKV, int64_t Dv, int64_t max_keys,
+                               int num_sms);
+size_t attention_smem_bytes(int64_t D, int64_t Dv, bool kv_shared);
 // out[S, H] = table[ids[s]] (embedding) / src[ids[i]] (gather_rows).
 void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,
                  int64_t H, float* out, int32_t* error_flag, int32_t error_code, cudaStream_t s);
@@ -91,6 +104,41 @@ void linear_slots(int fmt, const float* x, int64_t x_div, const int32_t* ids, in
                   int64_t num_experts, const void* const* w_table, const void* const* s_table,
                   bool scale_f32, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols,
                   float* out, int32_t* error_flag, cudaStream_t s);
+// Tensor-core stored-format linear (linear_tc.cu / linear_tc.cuh): the product of linear_wq
+// (fmt 0 bf16, 1 e4m3, 2 e2m1; no f32) with x split into 3 bf16 terms and mma.sync bf16, fp32
+// accumulation, block scales promoted per scale block; the per-element arithmetic is independent
+// of M (batch-invariant). linear_tc_supported: row bytes a multiple of 16, w and x 16-byte
+// aligned, block_cols a multiple of 32 when scaled. k_split (linear_tc_k_split; block_cols 0 for
+// unscaled weights) is the fixed split-K width (a function of G·N, K, block_cols and the GPU; of M
+// too unless batch_invariant);
+// when it is < K, `workspace` holds [ceil(K/k_split), M, G·N] floats, summed in split order.
+bool linear_tc_supported(int fmt, const void* w, const float* x, int64_t M, int64_t K,
+                         bool scaled, int64_t block_cols);
+int64_t linear_tc_k_split(int64_t M, int64_t GN, int64_t K, int64_t block_cols,
+                          bool batch_invariant);
+void linear_tc(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
+               int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
+               int64_t block_cols, int64_t k_split, float* out, float* workspace,
+               cudaStream_t s);
+// Routed experts on the tensor cores (linear_tc_moe.cu). moe_group: slots grouped by expert on
+// the device (one block, num_experts <= 1024): perm [slots] (sorted position -> slot), row_off
+// and tile_off [E+1] (first sorted position / first m-tile of `tile_rows` rows per expert); a bad
+// id sets kErrHashExpertId and its slot is left out. experts_tc: out[slot, n] =
+// x[slot / x_div] · deq(W_e[n]) for every grouped slot (slots left out are not written), the
+// per-element arithmetic of linear_tc (no split). out [slots, N], x rows of K floats.
+int experts_tc_tile_rows(int64_t slots, int64_t num_experts);
+// One projection (x its input rows, K its width; weight rows must be 16-byte aligned, checked
+// by the caller on the expert pointers).
+bool experts_tc_supported(int fmt, const float* x, int64_t slots, int64_t num_experts, int64_t K,
+                          bool scaled, int64_t block_cols);
+void moe_group(const int32_t* ids, int64_t slots, int64_t num_experts, int tile_rows,
+               int32_t* perm, int32_t* row_off, int32_t* tile_off, int32_t* error_flag,
+               cudaStream_t s);
+void experts_tc(int fmt, const float* x, int64_t x_div, const int32_t* perm,
+                const int32_t* row_off, const int32_t* tile_off, int tile_rows, int64_t slots,
+                int64_t num_experts, const void* const* w_table, const void* const* s_table,
+                bool scale_f32, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols,
+                float* out, cudaStream_t s);
 // Compressor slots (backend.h compressor_slots); overlap / next pointers may be null.
 void compressor_slots(const float* kv, const float* gate, const float* ape,
                       const float* overlap_kv, const float* overlap_gate, int64_t n, int64_t m,

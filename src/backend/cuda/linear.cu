@@ -1,11 +1,14 @@
 // Weight-only-quantized linear layer: out[m, g·N + n] = Σ_k x[m, g·K + k] · deq(w[g·N + n, k])
 // with the weight read in its stored format (bf16, e4m3 + block scales, e2m1 + group scales, or
-// f32) and fp32 math. Memory-bound shape (decode): one warp per output row n; lane l owns the
-// 16-byte chunks l, l + 32, ... of the row, four loads in flight; each chunk is decoded once and
-// used for up to 8 rows of x; the 32 lane partials are summed by a fixed xor tree. An element's
+// f32) and fp32 math. Memory-bound shape (decode): one warp per kWRows output rows n; lane l owns
+// the 16-byte chunks l, l + 32, ... of each row, four loads in flight; each chunk is decoded once
+// and used for up to 8 rows of x, each x chunk loaded once for the warp's rows; the 32 lane
+// partials are summed by a fixed xor tree. An element's
 // bits depend only on its own x row and weight row — never on M — so the kernel is
 // batch-invariant by construction.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -14,9 +17,10 @@ namespace deepinfer::cuda::kernels {
 
 namespace {
 
-constexpr int kWarps = 8;   // rows n per block (one warp each)
+constexpr int kWarps = 4;   // warps per block (fewer, smaller blocks: the decode registers limit occupancy)
 constexpr int kMTile = 8;   // rows of x per block
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane (over its kWRows rows)
+constexpr int kWRows = 2;   // weight rows per warp (each x chunk load serves both)
 
 // Elements per 16-byte chunk: bf16 8, e4m3 16, e2m1 32, f32 4.
 template <int kFmt> struct Fmt;
@@ -63,11 +67,34 @@ __device__ __forceinline__ void decode(const uint4& q, float* wv) {
       wv[2 * j + 1] = __int_as_float(static_cast<int>(u[j] & 0xFFFF0000u));
     }
   } else if (kFmt == 1) {
+    // Two codes per instruction: cvt.rn.f16x2.e4m3x2 (exact: every e4m3 value, NaN included, is
+    // an f16), then f16 → f32 (exact).
 #pragma unroll
-    for (int j = 0; j < 16; ++j) wv[j] = e4m3(u[j / 4] >> (8 * (j % 4)));
+    for (int j = 0; j < 8; ++j) {
+      const __nv_fp8x2_storage_t pair =
+          static_cast<__nv_fp8x2_storage_t>((u[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      wv[2 * j] = f.x;
+      wv[2 * j + 1] = f.y;
+    }
   } else if (kFmt == 2) {
+    // Four codes at a time by byte permutes: the magnitude's fp32 bytes 3 and 2 come from two
+    // 8-entry tables (codes 0..7 = 0, .5, 1, 1.5, 2, 3, 4, 6), are paired into bf16 halves, and
+    // the sign bits are moved in; bf16 → f32 is a shift. Same values as e2m1() (−0 included).
 #pragma unroll
-    for (int j = 0; j < 32; ++j) wv[j] = e2m1(u[j / 8] >> (4 * (j % 8)));
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t v = u[j / 2] >> (16 * (j % 2));  // codes 4j .. 4j+3 in the low 16 bits
+      const uint32_t mag = v & 0x7777u;
+      const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, mag);
+      const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, mag);
+      const uint32_t p01 = __byte_perm(lo, hi, 0x5140) | ((v << 12) & 0x8000u) | ((v << 24) & 0x80000000u);
+      const uint32_t p23 = __byte_perm(lo, hi, 0x7362) | ((v << 4) & 0x8000u) | ((v << 16) & 0x80000000u);
+      wv[4 * j] = __uint_as_float(p01 << 16);
+      wv[4 * j + 1] = __uint_as_float(p01 & 0xFFFF0000u);
+      wv[4 * j + 2] = __uint_as_float(p23 << 16);
+      wv[4 * j + 3] = __uint_as_float(p23 & 0xFFFF0000u);
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) wv[j] = __int_as_float(static_cast<int>(u[j]));
@@ -87,64 +114,87 @@ __device__ __forceinline__ float scale_at(const void* scale, bool scale_f32, int
   return scale_f32 ? static_cast<const float*>(scale)[i] : ue8m0(static_cast<const uint8_t*>(scale)[i]);
 }
 
-// The lane partials of one weight row against kRows rows of x (x_rows[i], null past the end):
-// lane l owns the chunks l, l + 32, l + 64, ... of kElems elements, each decoded once, scaled
-// (a chunk never straddles a scale block: block_cols is a multiple of kElems, or the weight is
-// unscaled) and fma'd into acc[i] in k order. Aligned (vector) path when K % kElems == 0, else
-// element loads. Both kernels below use exactly this, so their per-element arithmetic agrees.
-template <int kFmt, int kRows>
-__device__ __forceinline__ void row_partials(const uint8_t* __restrict__ wrow, const void* scale,
-                                             bool scale_f32, int64_t srow, int64_t K, int64_t bc,
-                                             const float* const* x_rows, int lane,
-                                             float acc[kRows]) {
+// The lane partials of kWR weight rows against kRows rows of x (x_rows[i], null past the end;
+// wrows[r] null past the end): lane l owns the chunks l, l + 32, l + 64, ... of kElems elements
+// of every row; each chunk is decoded once, scaled (a chunk never straddles a scale block:
+// block_cols is a multiple of kElems, or the weight is unscaled) and fma'd into acc[i][r] in k
+// order. A chunk of x is loaded once for all kWR weight rows (the loads of x, 2–8× the weight's
+// bytes, bound this kernel). Aligned (vector) path when K % kElems == 0, else element loads. The
+// per-element arithmetic (and so every result bit) is the same for any kWR and kRows.
+template <int kFmt, int kRows, int kWR>
+__device__ __forceinline__ void row_partials(const uint8_t* const* wrows, const void* scale,
+                                             bool scale_f32, const int64_t* srow, int64_t K,
+                                             int64_t bc, const float* const* x_rows, int lane,
+                                             float (&acc)[kRows][kWR]) {
   constexpr int E = Fmt<kFmt>::kElems;
+  // Chunks in flight per row: kUnroll loads per lane for the 8-bit/4-bit formats (more bytes per
+  // decode), half that for bf16/f32 (whose decode registers are wider).
+  constexpr int kLoads = (kFmt == 1 || kFmt == 2) ? kUnroll : kUnroll / 2;
+  constexpr int kU = kLoads / kWR > 0 ? kLoads / kWR : 1;
   const int64_t scale_cols = bc > 0 ? (K + bc - 1) / bc : 0;
   if (K % E == 0) {
-    const uint4* wq = reinterpret_cast<const uint4*>(wrow);
     const int64_t chunks = K / E;
-    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-      uint4 q[kUnroll];
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kU) {
+      uint4 q[kU][kWR];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (c0 + 32 * u < chunks) q[u] = __ldg(wq + c0 + 32 * u);
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+        for (int r = 0; r < kWR; ++r)
+          if (c0 + 32 * u < chunks && wrows[r] != nullptr)
+            q[u][r] = __ldg(reinterpret_cast<const uint4*>(wrows[r]) + c0 + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
         const int64_t c = c0 + 32 * u;
         if (c >= chunks) break;
-        float wv[E];
-        decode<kFmt>(q[u], wv);
         const int64_t k0 = c * E;
-        if (scale != nullptr) {
-          const float sc = scale_at(scale, scale_f32, srow * scale_cols + k0 / bc);
+        float wv[kWR][E];
 #pragma unroll
-          for (int j = 0; j < E; ++j) wv[j] *= sc;
+        for (int r = 0; r < kWR; ++r) {
+          if (wrows[r] == nullptr) continue;
+          decode<kFmt>(q[u][r], wv[r]);
+          if (scale != nullptr) {
+            const float sc = scale_at(scale, scale_f32, srow[r] * scale_cols + k0 / bc);
+#pragma unroll
+            for (int j = 0; j < E; ++j) wv[r][j] *= sc;
+          }
         }
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
           if (x_rows[i] == nullptr) break;
           const float4* xr = reinterpret_cast<const float4*>(x_rows[i] + k0);
-          float a = acc[i];
+          float xv[E];
 #pragma unroll
           for (int j = 0; j < E / 4; ++j) {
-            const float4 xv = xr[j];
-            a = fmaf(xv.x, wv[4 * j], a);
-            a = fmaf(xv.y, wv[4 * j + 1], a);
-            a = fmaf(xv.z, wv[4 * j + 2], a);
-            a = fmaf(xv.w, wv[4 * j + 3], a);
+            const float4 t = xr[j];
+            xv[4 * j] = t.x;
+            xv[4 * j + 1] = t.y;
+            xv[4 * j + 2] = t.z;
+            xv[4 * j + 3] = t.w;
           }
-          acc[i] = a;
+#pragma unroll
+          for (int r = 0; r < kWR; ++r) {
+            if (wrows[r] == nullptr) continue;
+            float a = acc[i][r];
+#pragma unroll
+            for (int j = 0; j < E; ++j) a = fmaf(xv[j], wv[r][j], a);
+            acc[i][r] = a;
+          }
         }
       }
     }
   } else {
-    for (int64_t k0 = static_cast<int64_t>(lane) * E; k0 < K; k0 += 32 * E) {
-      for (int j = 0; j < E && k0 + j < K; ++j) {
-        const int64_t k = k0 + j;
-        float wv = element<kFmt>(wrow, k);
-        if (scale != nullptr) wv *= scale_at(scale, scale_f32, srow * scale_cols + k / bc);
-        for (int i = 0; i < kRows; ++i) {
-          if (x_rows[i] == nullptr) break;
-          acc[i] = fmaf(x_rows[i][k], wv, acc[i]);
+#pragma unroll
+    for (int r = 0; r < kWR; ++r) {
+      if (wrows[r] == nullptr) continue;
+      for (int64_t k0 = static_cast<int64_t>(lane) * E; k0 < K; k0 += 32 * E) {
+        for (int j = 0; j < E && k0 + j < K; ++j) {
+          const int64_t k = k0 + j;
+          float wv = element<kFmt>(wrows[r], k);
+          if (scale != nullptr) wv *= scale_at(scale, scale_f32, srow[r] * scale_cols + k / bc);
+          for (int i = 0; i < kRows; ++i) {
+            if (x_rows[i] == nullptr) break;
+            acc[i][r] = fmaf(x_rows[i][k], wv, acc[i][r]);
+          }
         }
       }
     }
@@ -162,23 +212,36 @@ linear_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w, const 
               bool scale_f32, int64_t M, int64_t N, int64_t K, int64_t G, int64_t br, int64_t bc,
               float* __restrict__ out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;  // in [0, G·N)
+  // kWRows consecutive output rows per warp, all in one group g (N is padded per group).
+  const int64_t per_group = (N + kWRows - 1) / kWRows;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kMTile;
-  if (row >= G * N) return;
-  const int64_t g = row / N;
+  if (item >= G * per_group) return;
+  const int64_t g = item / per_group, n0 = (item % per_group) * kWRows;
   const float* x_rows[kMTile];
 #pragma unroll
   for (int i = 0; i < kMTile; ++i) x_rows[i] = m0 + i < M ? x + (m0 + i) * G * K + g * K : nullptr;
-  float acc[kMTile];
+  const uint8_t* wrows[kWRows];
+  int64_t srow[kWRows];
 #pragma unroll
-  for (int i = 0; i < kMTile; ++i) acc[i] = 0.f;
-  row_partials<kFmt, kMTile>(w + row * row_bytes<kFmt>(K), scale, scale_f32, row / br, K, bc,
-                             x_rows, lane, acc);
-#pragma unroll
-  for (int i = 0; i < kMTile; ++i) {
-    const float v = warp_sum(acc[i]);
-    if (lane == 0 && m0 + i < M) out[(m0 + i) * G * N + row] = v;
+  for (int r = 0; r < kWRows; ++r) {
+    const int64_t row = g * N + n0 + r;
+    wrows[r] = n0 + r < N ? w + row * row_bytes<kFmt>(K) : nullptr;
+    srow[r] = row / br;
   }
+  float acc[kMTile][kWRows];
+#pragma unroll
+  for (int i = 0; i < kMTile; ++i)
+#pragma unroll
+    for (int r = 0; r < kWRows; ++r) acc[i][r] = 0.f;
+  row_partials<kFmt, kMTile, kWRows>(wrows, scale, scale_f32, srow, K, bc, x_rows, lane, acc);
+#pragma unroll
+  for (int i = 0; i < kMTile; ++i)
+#pragma unroll
+    for (int r = 0; r < kWRows; ++r) {
+      const float v = warp_sum(acc[i][r]);
+      if (lane == 0 && m0 + i < M && n0 + r < N) out[(m0 + i) * G * N + g * N + n0 + r] = v;
+    }
 }
 
 // One x row per slot, the weight chosen by ids[slot] from pointer tables (routed experts).
@@ -189,23 +252,34 @@ slots_kernel(const float* __restrict__ x, int64_t x_div, const int32_t* __restri
              const void* const* __restrict__ s_table, bool scale_f32, int64_t N, int64_t K,
              int64_t br, int64_t bc, float* __restrict__ out, int32_t* error_flag) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWRows;
   const int64_t slot = blockIdx.y;
-  if (row >= N) return;
+  if (n0 >= N) return;
   const int32_t e = ids[slot];
   if (e < 0 || e >= num_experts) {
-    if (lane == 0) out[slot * N + row] = 0.f;
-    if (row == 0 && lane == 0) set_error(error_flag, kErrHashExpertId);
+    if (lane < kWRows && n0 + lane < N) out[slot * N + n0 + lane] = 0.f;
+    if (n0 == 0 && lane == 0) set_error(error_flag, kErrHashExpertId);
     return;
   }
   const uint8_t* w = static_cast<const uint8_t*>(w_table[e]);
   const void* scale = s_table != nullptr ? s_table[e] : nullptr;
   const float* x_rows[1] = {x + (slot / x_div) * K};
-  float acc[1] = {0.f};
-  row_partials<kFmt, 1>(w + row * row_bytes<kFmt>(K), scale, scale_f32, row / br, K, bc, x_rows,
-                        lane, acc);
-  const float v = warp_sum(acc[0]);
-  if (lane == 0) out[slot * N + row] = v;
+  const uint8_t* wrows[kWRows];
+  int64_t srow[kWRows];
+#pragma unroll
+  for (int r = 0; r < kWRows; ++r) {
+    wrows[r] = n0 + r < N ? w + (n0 + r) * row_bytes<kFmt>(K) : nullptr;
+    srow[r] = (n0 + r) / br;
+  }
+  float acc[1][kWRows];
+#pragma unroll
+  for (int r = 0; r < kWRows; ++r) acc[0][r] = 0.f;
+  row_partials<kFmt, 1, kWRows>(wrows, scale, scale_f32, srow, K, bc, x_rows, lane, acc);
+#pragma unroll
+  for (int r = 0; r < kWRows; ++r) {
+    const float v = warp_sum(acc[0][r]);
+    if (lane == 0 && n0 + r < N) out[slot * N + n0 + r] = v;
+  }
 }
 
 }  // namespace
@@ -215,7 +289,7 @@ void linear_slots(int fmt, const float* x, int64_t x_div, const int32_t* ids, in
                   bool scale_f32, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols,
                   float* out, int32_t* error_flag, cudaStream_t s) {
   if (num_slots == 0 || N == 0) return;
-  dim3 grid(grid_for(N, kWarps), static_cast<unsigned>(num_slots));
+  dim3 grid(grid_for(grid_for(N, kWRows), kWarps), static_cast<unsigned>(num_slots));
   const int64_t bc = s_table ? block_cols : 0;
 #define DI_SLOTS(F)                                                                              \
   slots_kernel<F><<<grid, kWarps * 32, 0, s>>>(x, x_div, ids, num_experts, w_table, s_table,     \
@@ -231,7 +305,7 @@ void linear_wq(int fmt, const float* x, const void* w, const void* scale, bool s
                int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows, int64_t block_cols,
                float* out, cudaStream_t s) {
   if (M == 0 || N == 0 || G == 0) return;
-  dim3 grid(grid_for(G * N, kWarps), grid_for(M, kMTile));
+  dim3 grid(grid_for(G * grid_for(N, kWRows), kWarps), grid_for(M, kMTile));
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const int64_t bc = scale ? block_cols : 0;
 #define DI_LINEAR(F)                                                                             \

@@ -11,55 +11,106 @@ __device__ __forceinline__ float score_of(float l, int scoring) {
   return sqrtf(sp);
 }
 
-// One thread per token. Selection: k passes, each taking the largest remaining (score + bias),
-// ties to the lower expert id — the same order as the CPU partial sort.
+// One warp per token; lane l holds the experts l, l + 32, ... (E <= 32·kRoutePer = 1024). Selection:
+// k rounds, each a warp argmax over the candidates strictly after the previous pick in
+// (score + bias descending, expert id ascending) order — the CPU's partial-sort order. Softmax
+// statistics are per-lane sums in expert order, then a fixed xor tree. The weights sum the k
+// picks in pick order (lane 0), as the CPU does.
+constexpr int kRoutePer = 32;
+
+__device__ __forceinline__ void better(float& v, int32_t& e, float ov, int32_t oe) {
+  if (oe >= 0 && (e < 0 || ov > v || (ov == v && oe < e))) v = ov, e = oe;
+}
+
 __global__ void moe_route_kernel(const float* logits, const float* bias, const int32_t* hash_ids,
                                  int64_t S, int64_t E, int64_t k, int scoring, float scaling,
                                  bool renormalize, int32_t* ids, float* weights,
                                  int32_t* error_flag) {
-  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int lane = threadIdx.x % 32;
+  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
   if (s >= S) return;
   const float* l = logits + s * E;
+  float lv[kRoutePer];
+#pragma unroll
+  for (int i = 0; i < kRoutePer; ++i) {
+    const int64_t e = lane + 32 * i;
+    lv[i] = e < E ? l[e] : -INFINITY;
+  }
   float mx = -INFINITY, den = 0.f;
   if (scoring == 2) {
-    for (int64_t e = 0; e < E; ++e) mx = fmaxf(mx, l[e]);
-    for (int64_t e = 0; e < E; ++e) den += expf(l[e] - mx);
+#pragma unroll
+    for (int i = 0; i < kRoutePer; ++i) mx = fmaxf(mx, lv[i]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+    for (int i = 0; i < kRoutePer; ++i)
+      if (lane + 32 * i < E) den += expf(lv[i] - mx);
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
   }
-  auto sc = [&](int64_t e) { return scoring == 2 ? expf(l[e] - mx) / den : score_of(l[e], scoring); };
+  auto sc = [&](float x) { return scoring == 2 ? expf(x - mx) / den : score_of(x, scoring); };
   int32_t* out = ids + s * k;
+  float* wout = weights + s * k;
   if (hash_ids) {
-    for (int64_t j = 0; j < k; ++j) {
-      int32_t e = hash_ids[s * k + j];
-      if (e < 0 || e >= E) {
-        set_error(error_flag, kErrHashExpertId);
-        e = 0;
+    if (lane == 0) {
+      float sum = 0.f;
+      for (int64_t j = 0; j < k; ++j) {
+        int32_t e = hash_ids[s * k + j];
+        if (e < 0 || e >= E) {
+          set_error(error_flag, kErrHashExpertId);
+          e = 0;
+        }
+        out[j] = e;
+        sum += sc(l[e]);
       }
-      out[j] = e;
-    }
-  } else {
-    float prev_v = INFINITY;
-    int32_t prev_e = -1;
-    for (int64_t j = 0; j < k; ++j) {
-      float best_v = -INFINITY;
-      int32_t best_e = -1;
-      for (int64_t e = 0; e < E; ++e) {
-        const float v = sc(e) + (bias ? bias[e] : 0.f);
-        // strictly after the previous pick in (value desc, id asc) order
-        const bool after = v < prev_v || (v == prev_v && e > prev_e);
-        if (!after) continue;
-        if (best_e < 0 || v > best_v) best_v = v, best_e = static_cast<int32_t>(e);
+      for (int64_t j = 0; j < k; ++j) {
+        const float v = sc(l[out[j]]);
+        wout[j] = (renormalize ? v / (sum + 1e-20f) : v) * scaling;
       }
-      out[j] = best_e;
-      prev_v = best_v;
-      prev_e = best_e;
     }
+    return;
   }
-  float sum = 0.f;
-  for (int64_t j = 0; j < k; ++j) sum += sc(out[j]);
+  float sv[kRoutePer], key[kRoutePer];  // unbiased score, selection key
+#pragma unroll
+  for (int i = 0; i < kRoutePer; ++i) {
+    const int64_t e = lane + 32 * i;
+    sv[i] = e < E ? sc(lv[i]) : 0.f;
+    key[i] = e < E ? sv[i] + (bias ? bias[e] : 0.f) : -INFINITY;
+  }
+  float prev_v = INFINITY, sum = 0.f;
+  int32_t prev_e = -1;
   for (int64_t j = 0; j < k; ++j) {
-    const float v = sc(out[j]);
-    weights[s * k + j] = (renormalize ? v / (sum + 1e-20f) : v) * scaling;
+    float bv = -INFINITY;
+    int32_t be = -1;
+#pragma unroll
+    for (int i = 0; i < kRoutePer; ++i) {
+      const int32_t e = lane + 32 * i;
+      if (e >= E) continue;
+      const bool after = key[i] < prev_v || (key[i] == prev_v && e > prev_e);
+      if (after) better(bv, be, key[i], e);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int32_t oe = __shfl_xor_sync(0xffffffffu, be, o);
+      better(bv, be, ov, oe);
+    }
+    // The pick's unbiased score, from the lane that owns it.
+    float ps = 0.f;
+#pragma unroll
+    for (int i = 0; i < kRoutePer; ++i)
+      if (lane + 32 * i == be) ps = sv[i];
+    ps = __shfl_sync(0xffffffffu, ps, be >= 0 ? be % 32 : 0);
+    if (lane == 0) {
+      out[j] = be;
+      wout[j] = ps;  // normalised below
+    }
+    sum += ps;
+    prev_v = bv;
+    prev_e = be;
   }
+  if (lane == 0)
+    for (int64_t j = 0; j < k; ++j) {
+      const float v = wout[j];
+      wout[j] = (renormalize ? v / (sum + 1e-20f) : v) * scaling;
+    }
 }
 
 __global__ void gather_kernel(const float* src, const int32_t* ids, int64_t M, int64_t N,
@@ -119,7 +170,7 @@ void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, 
                int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
                int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s) {
   if (S > 0)
-    moe_route_kernel<<<grid_for(S, 64), 64, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
+    moe_route_kernel<<<grid_for(S, 4), 128, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
                                                     routed_scaling, renormalize, ids, weights,
                                                     error_flag);
 }
