@@ -1,7 +1,8 @@
 // Helpers for model code that runs on any backend: tensors are allocated in the backend's memory
 // (host for the CPU, device for CUDA), host-built index lists are uploaded, results downloaded.
 //
-//   DI_ALLOC(q, be, DType::kF32, {S, d.Rq});                  // Tensor q in backend memory
+//   DI_ALLOC(q, be, DType::kF32, {S, d.Rq});                  // Tensor q in backend memory (zeroed)
+//   DI_EMPTY(q, be, DType::kF32, {S, d.Rq});                  // the same, contents undefined
 //   DI_ASSIGN_OR_RETURN(Tensor ids, to_backend_i32(be, host_ids, {S}));
 #pragma once
 
@@ -15,11 +16,14 @@ namespace deepinfer::model {
 
 #define DI_ALLOC(var, be, dtype, ...) \
   DI_ASSIGN_OR_RETURN(::deepinfer::backend::Tensor var, (be).alloc(dtype, __VA_ARGS__))
+// Uninitialised (no fill kernel on a device): for a tensor the next op writes entirely.
+#define DI_EMPTY(var, be, dtype, ...) \
+  DI_ASSIGN_OR_RETURN(::deepinfer::backend::Tensor var, (be).empty(dtype, __VA_ARGS__))
 
 // `host` in the backend's memory: itself on a host backend, else an uploaded copy.
 inline StatusOr<backend::Tensor> to_backend(backend::Backend& be, const backend::Tensor& host) {
   if (be.host_memory() || host.on_device()) return host;
-  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.alloc(host.dtype(), host.shape()));
+  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.empty(host.dtype(), host.shape()));
   DI_RETURN_IF_ERROR(be.upload(host, t));
   return t;
 }
@@ -30,7 +34,7 @@ StatusOr<backend::Tensor> to_backend_values(backend::Backend& be, std::span<cons
                                             DType dtype, backend::Shape shape) {
   backend::Tensor host = backend::Tensor::borrow(values.data(), dtype, std::move(shape));
   if (be.host_memory()) return host.clone();
-  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.alloc(dtype, host.shape()));
+  DI_ASSIGN_OR_RETURN(backend::Tensor t, be.empty(dtype, host.shape()));
   DI_RETURN_IF_ERROR(be.upload(host, t));
   return t;
 }

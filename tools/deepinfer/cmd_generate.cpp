@@ -12,8 +12,10 @@
 #include <utility>
 #include <unistd.h>
 
+#include "backend/make_backend.h"
 #include "common/logging.h"
 #include "deepinfer/llm.h"
+#include "dist/parallel_config.h"
 #include "tokenizer/chat_dsv4.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/deepinfer/cli_parse.h"
@@ -153,6 +155,8 @@ int run_generate(int argc, char** argv) {
                  "GPU: fraction of device memory for weights + activations + cache (default 0.9)");
   app.add_flag("--batch-invariant", cfg.batch_invariant,
                "kernels whose per-request results do not depend on the batch (bitwise)");
+  app.add_flag("--fp8-activations", cfg.fp8_activations,
+               "CUDA: FP8 weights at prefill sizes via e4m3 activations + block-scaled FP8 GEMM (lossy)");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
   app.add_option("--device", cfg.device, "cpu (default), cpu-reference, cuda, cuda:N");
   app.add_flag("--async-scheduling,!--no-async-scheduling", cfg.async_scheduling,
@@ -161,7 +165,23 @@ int run_generate(int argc, char** argv) {
   app.add_option("--regex", regex, "constrain every output to match this regex (whole output)");
   app.add_option("--grammar", grammar_file, "constrain every output to this grammar (GBNF file; .lark: Lark)");
   app.add_flag("--quiet", quiet, "print only the summary");
+  dist::ParallelFlags parallel;  // vLLM's flags; see dist/parallel_config.h for what runs
+  app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "ranks per tensor-parallel group (1; not implemented above 1)");
+  app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks, one GPU each");
+  app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks");
   if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
+  {
+    // GPUs on this machine, counted only when more than one rank is asked for (the error names them).
+    int gpus = -1;
+    if (parallel.world_size() > 1 && cfg.device.rfind("cuda", 0) == 0) {
+      gpus = 0;
+      while (gpus < parallel.world_size() && backend::make_backend("cuda:" + std::to_string(gpus)).ok()) ++gpus;
+    }
+    if (Status st = dist::check_parallel_flags(parallel, cfg.device, gpus); !st.ok()) {
+      std::fprintf(stderr, "deepinfer generate: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
   sp.max_tokens = max_tokens;
   sp.logprobs = logprobs;
   cfg.kv_cache_memory_set = kv_opt->count() > 0;

@@ -20,61 +20,94 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
   const Tensor& positions = batch.positions;
 
   // §4.1 projections, over every row of the step.
-  DI_ALLOC(q_a, be, DType::kF32, {S, d.Rq});
+  DI_EMPTY(q_a, be, DType::kF32, {S, d.Rq});
   DI_RETURN_IF_ERROR(be.linear(x, w.wq_a, q_a));
-  DI_ALLOC(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
+  DI_EMPTY(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
   DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, q_res));
-  DI_ALLOC(q, be, DType::kF32, {S, d.nH * d.D});
+  DI_EMPTY(q, be, DType::kF32, {S, d.nH * d.D});
   DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q));
   Tensor q_heads = q.view({S * d.nH, d.D});
   DI_RETURN_IF_ERROR(be.rms_norm(q_heads, nullptr, d.eps, q_heads));  // unweighted, per head
   Tensor q3 = q.view({S, d.nH, d.D});
   DI_RETURN_IF_ERROR(be.rope(q3, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, false));
-  DI_ALLOC(kv_raw, be, DType::kF32, {S, d.D});
+  DI_EMPTY(kv_raw, be, DType::kF32, {S, d.D});
   DI_RETURN_IF_ERROR(be.linear(x, w.wkv, kv_raw));
-  DI_ALLOC(kv, be, DType::kF32, {S, d.D});                   // key = value
+  DI_EMPTY(kv, be, DType::kF32, {S, d.D});                   // key = value
   DI_RETURN_IF_ERROR(be.rms_norm(kv_raw, &w.kv_norm, d.eps, kv));
   Tensor kv3 = kv.view({S, 1, d.D});
   DI_RETURN_IF_ERROR(be.rope(kv3, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, false));
 
-  // Per sequence: compressors (§6.3) and the indexer selection (§5.5).
+  // Compressor projections over every row at once, then per sequence: compressors (§6.3); their
+  // index keys go back to back for one indexer call.
+  Tensor ckv, cgate, ikv, igate;
+  if (compressed) {
+    const int64_t cd = w.compressor->coff * w.compressor->d;
+    DI_ASSIGN_OR_RETURN(ckv, be.empty(DType::kF32, {S, cd}));
+    DI_ASSIGN_OR_RETURN(cgate, be.empty(DType::kF32, {S, cd}));
+    DI_RETURN_IF_ERROR(compressor_project(be, *w.compressor, x, ckv, cgate));
+    if (csa) {
+      const CompressorWeights& ic = w.indexer->compressor;
+      DI_ASSIGN_OR_RETURN(ikv, be.empty(DType::kF32, {S, ic.coff * ic.d}));
+      DI_ASSIGN_OR_RETURN(igate, be.empty(DType::kF32, {S, ic.coff * ic.d}));
+      DI_RETURN_IF_ERROR(compressor_project(be, ic, x, ikv, igate));
+    }
+  }
   const size_t B = batch.seqs.size();
-  std::vector<Tensor> picks(B), selected(B);  // [len, topk] I32: backend, then host (CSA)
-  std::vector<int64_t> entries(B, 0), window(B, 0), base(B + 1, 0);
+  std::vector<int64_t> entries(B, 0), window(B, 0), base(B + 1, 0), index_base(B + 1, 0);
   for (size_t i = 0; i < B; ++i) {
     const SeqSlice& sq = batch.seqs[i];
     DeepseekV4State& state = *sq.state;
-    const Tensor xs = x.rows(sq.begin, sq.begin + sq.len);
+    const int64_t r0 = sq.begin, r1 = sq.begin + sq.len;
     if (compressed) {
-      DI_RETURN_IF_ERROR(compressor_update(be, d, *w.compressor, rope, xs, state, layer,
+      DI_RETURN_IF_ERROR(compressor_update(be, d, *w.compressor, rope, ckv.rows(r0, r1),
+                                           cgate.rows(r0, r1), state, layer,
                                            CompressorKind::kMain));
       entries[i] = state.num_entries(layer, CompressorKind::kMain);
-      if (csa) {
-        DI_RETURN_IF_ERROR(compressor_update(be, d, w.indexer->compressor, rope, xs, state, layer,
+      if (csa)
+        DI_RETURN_IF_ERROR(compressor_update(be, d, w.indexer->compressor, rope,
+                                             ikv.rows(r0, r1), igate.rows(r0, r1), state, layer,
                                              CompressorKind::kIndexer));
-        const int64_t TI = state.num_entries(layer, CompressorKind::kIndexer);
-        DI_ALLOC(index_keys, be, DType::kF32, {TI, d.cI});  // J [T, cI]
-        DI_RETURN_IF_ERROR(state.read_entries(layer, CompressorKind::kIndexer, index_keys));
-        DI_ASSIGN_OR_RETURN(picks[i], be.alloc(DType::kI32, {sq.len, d.topk}));
-        DI_RETURN_IF_ERROR(indexer_select(
-            be, d, *w.indexer, rope, q_res.rows(sq.begin, sq.begin + sq.len), xs,
-            positions.rows(sq.begin, sq.begin + sq.len),
-            batch.positions_host.subspan(sq.begin, sq.len), index_keys, picks[i]));
-      }
     }
+    index_base[i + 1] =
+        index_base[i] + (csa ? state.num_entries(layer, CompressorKind::kIndexer) : 0);
     window[i] = state.window_rows(layer);
     base[i + 1] = base[i] + window[i] + sq.len + entries[i];
   }
-  // The key lists are built on the host: one wait for every sequence's picks.
-  if (csa)
+
+  // §5.5 the indexer over every row at once: row s of sequence i sees the entries w < ⌊(p+1)/m⌋
+  // of its own keys; the picks stay on the device.
+  Tensor picks;  // [S, topk] I32
+  std::vector<int32_t> visible;
+  if (csa) {
+    DI_EMPTY(index_keys, be, DType::kF32, {std::max<int64_t>(index_base[B], 1), d.cI});
+    std::vector<int32_t> key_start(S);
+    visible.resize(S);
+    int64_t width = 1;
     for (size_t i = 0; i < B; ++i) {
-      DI_ASSIGN_OR_RETURN(selected[i], to_host(be, picks[i]));
+      const SeqSlice& sq = batch.seqs[i];
+      if (index_base[i + 1] > index_base[i]) {
+        Tensor mine = index_keys.rows(index_base[i], index_base[i + 1]);
+        DI_RETURN_IF_ERROR(sq.state->read_entries(layer, CompressorKind::kIndexer, mine));
+      }
+      for (int64_t s = 0; s < sq.len; ++s) {
+        visible[sq.begin + s] =
+            static_cast<int32_t>((batch.positions_host[sq.begin + s] + 1) / w.indexer->compressor.m);
+        key_start[sq.begin + s] = static_cast<int32_t>(index_base[i]);
+      }
+      width = std::max(width, index_base[i + 1] - index_base[i]);
     }
+    DI_ASSIGN_OR_RETURN(picks, be.empty(DType::kI32, {S, d.topk}));
+    DI_RETURN_IF_ERROR(indexer_select(be, d, *w.indexer, rope, q_res, x, positions, visible,
+                                      key_start, index_keys, width, picks));
+  }
 
   // Keys of sequence i at [base_i, base_{i+1}): [window rows of its cache | its chunk's kv |
-  // its compressed entries]; one softmax per query over its own list (§4.3, §5.6).
-  DI_ALLOC(keys, be, DType::kF32, {std::max<int64_t>(base[B], 1), d.D});
-  std::vector<int32_t> offsets(S + 1, 0), ids;
+  // its compressed entries]; one softmax per query over its own list (§4.3, §5.6). The lists
+  // are built on the host except the CSA picks, which place_ids copies in on the device (their
+  // count per row is min(topk, visible), known here), so nothing waits for the device.
+  DI_EMPTY(keys, be, DType::kF32, {std::max<int64_t>(base[B], 1), d.D});
+  std::vector<int32_t> offsets(S + 1, 0), ids, layout;
+  int64_t max_keys = 0;
   for (size_t i = 0; i < B; ++i) {
     const SeqSlice& sq = batch.seqs[i];
     DeepseekV4State& state = *sq.state;
@@ -97,24 +130,38 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
         for (int64_t t = 0; t < (p + 1) / m; ++t)
           ids.push_back(static_cast<int32_t>(b0 + nwin + sq.len + t));
       } else if (csa) {
-        for (int64_t j = 0; j < d.topk; ++j) {
-          const int32_t t = selected[i].data<int32_t>()[s * d.topk + j];
-          if (t >= 0) ids.push_back(static_cast<int32_t>(b0 + nwin + sq.len + t));
-        }
+        const int64_t count = std::min<int64_t>(d.topk, visible[sq.begin + s]);
+        layout.insert(layout.end(), {static_cast<int32_t>(ids.size()), static_cast<int32_t>(count),
+                                     static_cast<int32_t>(b0 + nwin + sq.len)});
+        ids.insert(ids.end(), count, -1);  // filled by place_ids
       }
       offsets[sq.begin + s + 1] = static_cast<int32_t>(ids.size());
+      max_keys = std::max<int64_t>(max_keys, offsets[sq.begin + s + 1] - offsets[sq.begin + s]);
     }
   }
-  DI_ASSIGN_OR_RETURN(Tensor key_offsets, to_backend_i32(be, offsets, {S + 1}));
-  DI_ASSIGN_OR_RETURN(Tensor key_ids, to_backend_i32(be, ids, {static_cast<int64_t>(ids.size())}));
+  // One upload: [offsets (S+1) | ids (nnz) | layout (3S, CSA)].
+  const int64_t nnz = static_cast<int64_t>(ids.size());
+  std::vector<int32_t> lists;
+  lists.reserve(offsets.size() + ids.size() + layout.size());
+  lists.insert(lists.end(), offsets.begin(), offsets.end());
+  lists.insert(lists.end(), ids.begin(), ids.end());
+  lists.insert(lists.end(), layout.begin(), layout.end());
+  DI_ASSIGN_OR_RETURN(Tensor lists_t,
+                      to_backend_i32(be, lists, {static_cast<int64_t>(lists.size())}));
+  const Tensor key_offsets = lists_t.rows(0, S + 1);
+  Tensor key_ids = lists_t.rows(S + 1, S + 1 + nnz);
+  if (csa) {
+    const Tensor layout_t = lists_t.rows(S + 1 + nnz, S + 1 + nnz + 3 * S).view({S, 3});
+    DI_RETURN_IF_ERROR(be.place_ids(picks, layout_t, key_ids));
+  }
   Tensor keys3 = keys.view({keys.dim(0), 1, d.D});
-  DI_ALLOC(o, be, DType::kF32, {S, d.nH, d.D});
+  DI_EMPTY(o, be, DType::kF32, {S, d.nH, d.D});
   DI_RETURN_IF_ERROR(be.attention(q3, keys3, keys3, key_offsets, key_ids, &w.sinks,
-                                  1.0f / std::sqrt(static_cast<float>(d.D)), o));
+                                  1.0f / std::sqrt(static_cast<float>(d.D)), o, max_keys));
 
   // §4.4 de-rotate by the query position, grouped output projection.
   DI_RETURN_IF_ERROR(be.rope(o, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, true));
-  DI_ALLOC(z, be, DType::kF32, {S, d.G * d.Ro});
+  DI_EMPTY(z, be, DType::kF32, {S, d.G * d.Ro});
   DI_RETURN_IF_ERROR(be.linear(o.view({S, d.nH * d.D}), w.wo_a, z, d.G));
   DI_RETURN_IF_ERROR(be.linear(z, w.wo_b, y));
 

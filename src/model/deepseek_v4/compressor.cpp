@@ -6,10 +6,16 @@
 
 namespace deepinfer::model::v4 {
 
+Status compressor_project(backend::Backend& be, const CompressorWeights& w, const Tensor& x,
+                          Tensor& kv, Tensor& gate) {
+  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, kv));
+  return be.linear(x, w.wgate, gate);
+}
+
 Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWeights& w,
-                         const RopeTable& rope, const Tensor& x, DeepseekV4State& state, int layer,
-                         CompressorKind kind) {
-  const int64_t S = x.dim(0), m = w.m, coff = w.coff, dw = w.d, cd = coff * dw;
+                         const RopeTable& rope, const Tensor& kv, const Tensor& gate,
+                         DeepseekV4State& state, int layer, CompressorKind kind) {
+  const int64_t S = kv.dim(0), m = w.m, coff = w.coff, dw = w.d, cd = coff * dw;
   CompressorTail& tail = state.tail(layer, kind);
   if (!tail.kv.defined()) {  // first use: fixed-size tail buffers
     DI_ASSIGN_OR_RETURN(tail.kv, be.alloc(DType::kF32, {m, cd}));
@@ -21,22 +27,22 @@ Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWe
   }
   // raw = tail rows ++ this chunk's projections, in token order   [total, coff·d]
   const int64_t total = tail.rows + S;
-  DI_ALLOC(raw_kv, be, DType::kF32, {total, cd});
-  DI_ALLOC(raw_gate, be, DType::kF32, {total, cd});
+  DI_EMPTY(raw_kv, be, DType::kF32, {total, cd});
+  DI_EMPTY(raw_gate, be, DType::kF32, {total, cd});
   if (tail.rows > 0) {
     Tensor dk = raw_kv.rows(0, tail.rows), dg = raw_gate.rows(0, tail.rows);
     DI_RETURN_IF_ERROR(be.copy(tail.kv.rows(0, tail.rows), dk));
     DI_RETURN_IF_ERROR(be.copy(tail.gate.rows(0, tail.rows), dg));
   }
   Tensor ck = raw_kv.rows(tail.rows, total), cg = raw_gate.rows(tail.rows, total);
-  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, ck));
-  DI_RETURN_IF_ERROR(be.linear(x, w.wgate, cg));
+  DI_RETURN_IF_ERROR(be.copy(kv, ck));
+  DI_RETURN_IF_ERROR(be.copy(gate, cg));
   const int64_t n = total / m, used = n * m;
 
   if (n > 0) {
     const int64_t slots = coff * m;
-    DI_ALLOC(values, be, DType::kF32, {n, slots, dw});
-    DI_ALLOC(scores, be, DType::kF32, {n, slots, dw});
+    DI_EMPTY(values, be, DType::kF32, {n, slots, dw});
+    DI_EMPTY(scores, be, DType::kF32, {n, slots, dw});
     const bool csa = coff == 2;
     const bool overlap = csa && tail.has_overlap;
     DI_RETURN_IF_ERROR(be.compressor_slots(raw_kv.rows(0, used), raw_gate.rows(0, used), w.ape,
@@ -45,9 +51,9 @@ Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWe
                                            scores, csa ? &tail.overlap_kv : nullptr,
                                            csa ? &tail.overlap_gate : nullptr));
     if (csa) tail.has_overlap = true;
-    DI_ALLOC(pooled, be, DType::kF32, {n, dw});   // C_w
+    DI_EMPTY(pooled, be, DType::kF32, {n, dw});   // C_w
     DI_RETURN_IF_ERROR(be.softmax_pool(values, scores, pooled));
-    DI_ALLOC(entries, be, DType::kF32, {n, dw});  // K_w = rope(rmsw(C_w), w·m)
+    DI_EMPTY(entries, be, DType::kF32, {n, dw});  // K_w = rope(rmsw(C_w), w·m)
     DI_RETURN_IF_ERROR(be.rms_norm(pooled, &w.norm, d.eps, entries));
     const int64_t first = state.num_entries(layer, kind);
     std::vector<int32_t> pos(n);

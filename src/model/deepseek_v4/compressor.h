@@ -7,11 +7,17 @@
 
 namespace deepinfer::model::v4 {
 
-// Consumes the chunk's attention input x [S, H]: appends its raw projections to the tail, pools
-// every window that closes (position bias per slot, CSA overlap with the previous window), then
-// weighted RMSNorm and rope at position w·m, and appends the new entries to the state.
+// The raw projections of attention inputs x [S, H] (every row of a step at once):
+// kv, gate [S, coff·d].
+Status compressor_project(backend::Backend& be, const CompressorWeights& w, const Tensor& x,
+                          Tensor& kv, Tensor& gate);
+
+// Consumes one sequence's chunk, given as its rows of the raw projections kv, gate [S, coff·d]:
+// appends them to the tail, pools every window that closes (position bias per slot, CSA overlap
+// with the previous window), then weighted RMSNorm and rope at position w·m, and appends the new
+// entries to the state.
 Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWeights& w,
-                         const RopeTable& rope, const Tensor& x, DeepseekV4State& state, int layer,
-                         CompressorKind kind);
+                         const RopeTable& rope, const Tensor& kv, const Tensor& gate,
+                         DeepseekV4State& state, int layer, CompressorKind kind);
 
 }  // namespace deepinfer::model::v4

@@ -14,11 +14,11 @@ Status hc_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w, const
               Tensor& post, Tensor& comb, Tensor& collapsed) {
   const int64_t S = streams.dim(0);
   Tensor flat = streams.view({S, d.hc * d.H});                            // [S, hc·H]
-  DI_ALLOC(normed, be, DType::kF32, {S, d.hc * d.H});            // rms(flat), no weight
+  DI_EMPTY(normed, be, DType::kF32, {S, d.hc * d.H});            // rms(flat), no weight
   DI_RETURN_IF_ERROR(be.rms_norm(flat, nullptr, d.eps, normed));
-  DI_ALLOC(mix, be, DType::kF32, {S, (2 + d.hc) * d.hc});        // [S, (2+hc)·hc]
+  DI_EMPTY(mix, be, DType::kF32, {S, (2 + d.hc) * d.hc});        // [S, (2+hc)·hc]
   DI_RETURN_IF_ERROR(be.matmul(normed, w.fn, mix));
-  DI_ALLOC(pre, be, DType::kF32, {S, d.hc});
+  DI_EMPTY(pre, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.hc_coeffs(mix, w.base, w.scale, hc_params(d), pre, &post, &comb));
   return be.hc_collapse(streams, pre, collapsed);
 }
@@ -31,11 +31,11 @@ Status hc_expand(backend::Backend& be, const Tensor& streams, const Tensor& y, c
 Status hyper_head(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
                   const Tensor& streams, Tensor& h) {
   const int64_t S = streams.dim(0);
-  DI_ALLOC(normed, be, DType::kF32, {S, d.hc * d.H});
+  DI_EMPTY(normed, be, DType::kF32, {S, d.hc * d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(streams.view({S, d.hc * d.H}), nullptr, d.eps, normed));
-  DI_ALLOC(mix, be, DType::kF32, {S, d.hc});
+  DI_EMPTY(mix, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.matmul(normed, w.fn, mix));
-  DI_ALLOC(pre, be, DType::kF32, {S, d.hc});
+  DI_EMPTY(pre, be, DType::kF32, {S, d.hc});
   DI_RETURN_IF_ERROR(be.hc_coeffs(mix, w.base, w.scale, hc_params(d), pre, nullptr, nullptr));
   return be.hc_collapse(streams, pre, h);
 }

@@ -8,11 +8,15 @@
 
 namespace deepinfer::model::v4 {
 
-// q_res [S, Rq] (after q_a_norm), x [S, H] (attention input), positions [S] I32,
-// keys [T, cI] (all index keys incl. the chunk's), selected [S, topk] I32 (-1 = empty slot).
+// All rows of a step at once, each row reading its own sequence's index keys:
+// q_res [S, Rq] (after q_a_norm), x [S, H] (attention input), positions [S] I32 (backend),
+// keys [Tk, cI] (every sequence's index keys back to back), per row (host): visible[s] (entries
+// the row may see) and key_start[s] (its sequence's first key row); width >= every visible[s].
+// selected [S, topk] I32 (-1 = empty slot; the valid picks are the first min(topk, visible[s])).
 Status indexer_select(backend::Backend& be, const Dims& d, const IndexerWeights& w,
                       const RopeTable& rope, const Tensor& q_res, const Tensor& x,
-                      const Tensor& positions, std::span<const int32_t> positions_host,
-                      const Tensor& keys, Tensor& selected);
+                      const Tensor& positions, std::span<const int32_t> visible,
+                      std::span<const int32_t> key_start, const Tensor& keys, int64_t width,
+                      Tensor& selected);
 
 }  // namespace deepinfer::model::v4

@@ -12,6 +12,12 @@ namespace deepinfer::model::v4 {
 StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir,
                                                                  const io::ModelConfig& model_config,
                                                                  backend::Backend* backend) {
+  return load(dir, model_config, backend, nullptr);
+}
+
+StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(
+    const std::string& dir, const io::ModelConfig& model_config, backend::Backend* backend,
+    const dist::ExpertParallelContext* ep) {
   if (!model_config.is_deepseek_v4())
     return InvalidArgument(dir + ": not a DeepSeek-V4 config (" + model_config.architecture + ")");
   const io::DeepseekV4Config& config = model_config.deepseek_v4();
@@ -33,7 +39,15 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::stri
   if (m->dims_.nH % m->dims_.G != 0)
     return InvalidArgument("deepseek_v4: num_attention_heads must be a multiple of o_groups");
   DI_ASSIGN_OR_RETURN(auto loader, WeightLoader::open(dir, model_config, backend));
-  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader, *backend));
+  if (ep != nullptr) {
+    DI_RETURN_IF_ERROR(ep->validate(static_cast<int>(m->dims_.L), static_cast<int>(m->dims_.E)));
+    for (int l = 0; l < m->dims_.L; ++l) {
+      DI_ASSIGN_OR_RETURN(dist::ExpertMap map, dist::expert_map_for_layer(ep->placement, l));
+      DI_ASSIGN_OR_RETURN(auto moe, dist::ExpertParallelMoe::create(ep->comm, std::move(map), ep->choice));
+      m->ep_layers_.push_back(std::move(moe));
+    }
+  }
+  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader, *backend, ep));
   DI_RETURN_IF_ERROR(place_weights(*backend, *m->w_));
   m->info_.family = "deepseek_v4";
   m->info_.vocab_size = config.vocab_size;
@@ -100,9 +114,9 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   step.tokens = tokens;
   step.positions_host = pos_host;
 
-  DI_ALLOC(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
+  DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
   DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
-  DI_ALLOC(streams, be, DType::kF32, {S, d.hc, d.H});  // hc identical copies
+  DI_EMPTY(streams, be, DType::kF32, {S, d.hc, d.H});  // hc identical copies
   Tensor stream_rows = streams.view({S * d.hc, d.H});
   DI_RETURN_IF_ERROR(be.gather_rows(e, copies, stream_rows));
   for (int layer = 0; layer < d.L; ++layer)
@@ -111,16 +125,31 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
 
   // HyperHead, final norm and lm_head on the rows that need logits.
   DI_ASSIGN_OR_RETURN(Tensor picked, to_backend_i32(be, logit_rows, {rows}));
-  DI_ALLOC(tail, be, DType::kF32, {rows, d.hc, d.H});
+  DI_EMPTY(tail, be, DType::kF32, {rows, d.hc, d.H});
   Tensor tail_rows = tail.view({rows, d.hc * d.H});
   DI_RETURN_IF_ERROR(be.gather_rows(streams.view({S, d.hc * d.H}), picked, tail_rows));
-  DI_ALLOC(h, be, DType::kF32, {rows, d.H});
+  DI_EMPTY(h, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
-  DI_ALLOC(hn, be, DType::kF32, {rows, d.H});
+  DI_EMPTY(hn, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
-  DI_ALLOC(logits, be, DType::kF32, {rows, d.V});
+  DI_EMPTY(logits, be, DType::kF32, {rows, d.V});
   DI_RETURN_IF_ERROR(be.linear(hn, w_->head, logits));
   return to_host(be, logits);  // the sampler reads host logits
+}
+
+Status DeepseekV4Model::expert_parallel_idle_step() {
+  if (ep_layers_.empty())
+    return FailedPrecondition("deepseek_v4: expert_parallel_idle_step without an expert-parallel context");
+  backend::Backend& be = *be_;
+  const Dims& d = dims_;
+  DI_ALLOC(x, be, DType::kF32, {0, d.H});
+  DI_ALLOC(ids, be, DType::kI32, {0, d.k});
+  DI_ALLOC(w, be, DType::kF32, {0, d.k});
+  DI_ALLOC(out, be, DType::kF32, {0, d.H});
+  for (int layer = 0; layer < d.L; ++layer)
+    DI_RETURN_IF_ERROR(ep_layers_[layer].forward(be, w_->layers[layer].moe.experts, x, ids, w,
+                                                 d.swiglu_limit, out));
+  return OkStatus();
 }
 
 Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step) {
@@ -134,23 +163,24 @@ Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatc
   // One mHC site: collapse the streams, RMSNorm, the block, expand into `out` (§3).
   auto site = [&](const HcSiteWeights& hc, const Tensor& norm, const Tensor& in, Tensor& out,
                   const auto& block) -> Status {
-    DI_ALLOC(post, be, DType::kF32, {S, d.hc});
-    DI_ALLOC(comb, be, DType::kF32, {S, d.hc, d.hc});
-    DI_ALLOC(x, be, DType::kF32, {S, d.H});
+    DI_EMPTY(post, be, DType::kF32, {S, d.hc});
+    DI_EMPTY(comb, be, DType::kF32, {S, d.hc, d.hc});
+    DI_EMPTY(x, be, DType::kF32, {S, d.H});
     DI_RETURN_IF_ERROR(hc_map(be, d, hc, in, post, comb, x));
-    DI_ALLOC(xn, be, DType::kF32, {S, d.H});
+    DI_EMPTY(xn, be, DType::kF32, {S, d.H});
     DI_RETURN_IF_ERROR(be.rms_norm(x, &norm, d.eps, xn));
-    DI_ALLOC(y, be, DType::kF32, {S, d.H});
+    DI_EMPTY(y, be, DType::kF32, {S, d.H});
     DI_RETURN_IF_ERROR(block(xn, y));
     return hc_expand(be, in, y, post, comb, out);
   };
-  DI_ALLOC(streams_a, be, DType::kF32, {S, d.hc, d.H});
+  DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});
   DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, streams_a,
                           [&](const Tensor& x, Tensor& y) {
                             return attention_forward(be, d, lw.attn, rope, x, step, layer, y);
                           }));
   return site(lw.ffn_hc, lw.ffn_norm, streams_a, streams, [&](const Tensor& x, Tensor& y) {
-    return moe_forward(be, d, config_.scoring_func, lw.moe, x, step.tokens, y);
+    return moe_forward(be, d, config_.scoring_func, lw.moe, x, step.tokens, y,
+                       ep_layers_.empty() ? nullptr : &ep_layers_[layer]);
   });
 }
 

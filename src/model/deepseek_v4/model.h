@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "dist/expert_parallel_moe.h"
 #include "io/config.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/step.h"
@@ -20,11 +21,24 @@ class DeepseekV4Model final : public Model {
   static StatusOr<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir,
                                                          const io::ModelConfig& config,
                                                          backend::Backend* backend);
+  // Expert parallel (dist/expert_parallel_moe.h): this rank loads only its expert slots of every
+  // MoE layer and runs the routed experts through `ep->comm` (borrowed; it outlives the model).
+  // Every rank of the group must call forward in lockstep (the MoE layers are collectives).
+  // ep = nullptr is the single-rank model.
+  static StatusOr<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir,
+                                                         const io::ModelConfig& config,
+                                                         backend::Backend* backend,
+                                                         const dist::ExpertParallelContext* ep);
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<SequenceState> new_sequence_state() const override;
   StatusOr<Tensor> forward(std::span<const SequenceInput> batch) override;
 
   const Dims& dims() const { return dims_; }
+
+  // Expert parallel: the step of a rank with no sequence this step. It takes part in every MoE
+  // layer's collectives with zero tokens so the ranks that do have work stay in lockstep
+  // (attention data parallel: vLLM's dummy batch). FailedPrecondition without an EP context.
+  Status expert_parallel_idle_step();
 
  private:
   // One decoder layer over streams [S, hc, H] of the whole step (in place).
@@ -35,6 +49,7 @@ class DeepseekV4Model final : public Model {
   ModelInfo info_;
   backend::Backend* be_ = nullptr;
   std::unique_ptr<Weights> w_;
+  std::vector<dist::ExpertParallelMoe> ep_layers_;  // [L] when expert parallel, else empty
 };
 
 }  // namespace deepinfer::model::v4

@@ -23,7 +23,7 @@ Status expert(backend::Backend& be, const Dims& d, const Weight& gate_up /*[2I, 
 
 Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc scoring,
                    const MoeWeights& w, const Tensor& x, std::span<const int32_t> token_ids,
-                   Tensor& y) {
+                   Tensor& y, const dist::ExpertParallelMoe* ep) {
   const int64_t S = x.dim(0);
   // Router.
   DI_ALLOC(logits, be, DType::kF32, {S, d.E});
@@ -55,7 +55,11 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
 
   // Routed experts (the backend groups or runs them in place; sums over the k picks in order).
   DI_ALLOC(routed, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(be.moe_experts(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
+  if (ep != nullptr) {  // this rank's slots; rows travel to the rank of their slot and back
+    DI_RETURN_IF_ERROR(ep->forward(be, w.experts, x, expert_ids, expert_w, d.swiglu_limit, routed));
+  } else {
+    DI_RETURN_IF_ERROR(be.moe_experts(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
+  }
   return be.add(routed, y, y);
 }
 

@@ -1,9 +1,14 @@
 // The MoE block (deepseek-v4.md §7): router (sqrtsoftplus; correction bias for selection only;
 // hash layers route by tid2eid[token]), clamped SwiGLU experts, one shared expert.
+//
+// Expert parallel (`ep` non-null): the router and the shared expert run on this rank's tokens as
+// always; the routed experts go through dist::ExpertParallelMoe, `w.experts` holding only this
+// rank's slots (weights.h). Bitwise the single-rank result (see dist/expert_parallel_moe.h).
 #pragma once
 
 #include <span>
 
+#include "dist/expert_parallel_moe.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace deepinfer::model::v4 {
@@ -11,6 +16,6 @@ namespace deepinfer::model::v4 {
 // x [S, H] (= rmsw(collapsed; post_attention_layernorm)), token_ids [S] I32, y [S, H].
 Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc scoring,
                    const MoeWeights& w, const Tensor& x, std::span<const int32_t> token_ids,
-                   Tensor& y);
+                   Tensor& y, const dist::ExpertParallelMoe* ep = nullptr);
 
 }  // namespace deepinfer::model::v4

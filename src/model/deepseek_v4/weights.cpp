@@ -5,6 +5,9 @@
 
 #include "model/deepseek_v4/weights.h"
 
+#include <map>
+
+#include "dist/expert_parallel_moe.h"
 #include "model/placement.h"
 
 namespace deepinfer::model::v4 {
@@ -84,7 +87,8 @@ Status load_compressor(WeightLoader& w, const std::string& prefix, int64_t m, in
 }
 
 Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
-                  backend::Backend& be, int64_t i, LayerWeights& lw) {
+                  backend::Backend& be, int64_t i, LayerWeights& lw,
+                  const dist::ExpertParallelContext* ep) {
   const std::string L = "layers." + std::to_string(i) + ".";
   const int64_t mix = (2 + d.hc) * d.hc;
   DI_RETURN_IF_ERROR(load_hc(w, L + "hc_attn.", mix, d.hc * d.H, false, lw.attn_hc));
@@ -128,12 +132,29 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
   } else {
     DI_ASSIGN_OR_RETURN(m.bias, w.load_optional(F + "gate_bias", {d.E}));
   }
-  m.experts.gate_up.resize(d.E);
-  m.experts.down.resize(d.E);
-  for (int64_t e = 0; e < d.E; ++e) {
-    const std::string X = F + "experts." + std::to_string(e) + ".";
-    DI_ASSIGN_OR_RETURN(m.experts.gate_up[e], load_fused(w, be, X + "w1", X + "w3", {d.I, d.H}));
-    DI_ASSIGN_OR_RETURN(m.experts.down[e], w.load_linear(X + "w2", {d.H, d.I}));
+  // Every expert, or (expert parallel) this rank's slots: local slot j holds logical expert
+  // ep->local_experts(i)[j]; replicas of one expert share the loaded weight.
+  std::vector<int32_t> experts(d.E);
+  for (int64_t e = 0; e < d.E; ++e) experts[e] = static_cast<int32_t>(e);
+  if (ep != nullptr) {
+    if (ep->comm == nullptr || ep->placement.num_layers != d.L)
+      return InvalidArgument("deepseek_v4: expert-parallel context without a communicator or "
+                             "with a placement of another depth (validate it first)");
+    experts = ep->local_experts(static_cast<int>(i));
+  }
+  m.experts.gate_up.resize(experts.size());
+  m.experts.down.resize(experts.size());
+  std::map<int32_t, size_t> first_slot;
+  for (size_t j = 0; j < experts.size(); ++j) {
+    if (auto it = first_slot.find(experts[j]); it != first_slot.end()) {
+      m.experts.gate_up[j] = m.experts.gate_up[it->second];
+      m.experts.down[j] = m.experts.down[it->second];
+      continue;
+    }
+    first_slot[experts[j]] = j;
+    const std::string X = F + "experts." + std::to_string(experts[j]) + ".";
+    DI_ASSIGN_OR_RETURN(m.experts.gate_up[j], load_fused(w, be, X + "w1", X + "w3", {d.I, d.H}));
+    DI_ASSIGN_OR_RETURN(m.experts.down[j], w.load_linear(X + "w2", {d.H, d.I}));
   }
   DI_ASSIGN_OR_RETURN(m.shared_gate_up, load_fused(w, be, F + "shared.w1", F + "shared.w3", {d.I, d.H}));
   DI_ASSIGN_OR_RETURN(m.shared_down, w.load_linear(F + "shared.w2", {d.H, d.I}));
@@ -143,7 +164,8 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
 }  // namespace
 
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
-                                                WeightLoader& w, backend::Backend& be) {
+                                                WeightLoader& w, backend::Backend& be,
+                                                const dist::ExpertParallelContext* ep) {
   auto out = std::make_unique<Weights>();
   DI_ASSIGN_OR_RETURN(out->embed, w.load("embed", {d.V, d.H}));
   DI_ASSIGN_OR_RETURN(out->head, w.load_linear("head", {d.V, d.H}));
@@ -151,7 +173,7 @@ StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, c
   DI_RETURN_IF_ERROR(load_hc(w, "hc_head.", d.hc, d.hc * d.H, true, out->hc_head));
   out->layers.resize(d.L);
   for (int64_t i = 0; i < d.L; ++i) {
-    Status st = load_layer(c, d, w, be, i, out->layers[i]);
+    Status st = load_layer(c, d, w, be, i, out->layers[i], ep);
     if (!st.ok()) return st;
   }
   // Each rope kind rotates its own width (HF: int(head_dim · that kind's partial_rotary_factor),

@@ -13,6 +13,10 @@
 #include "model/rope.h"
 #include "model/weight_loader.h"
 
+namespace deepinfer::dist {
+struct ExpertParallelContext;
+}
+
 namespace deepinfer::model::v4 {
 
 using backend::Tensor;
@@ -89,8 +93,11 @@ struct Weights {
 
 // Loads every weight: linear layers through WeightLoader::load_linear (stored format in backend
 // memory when the backend computes with it), the rest as F32 on the host (see place_weights).
+// With `ep` (expert parallel), each MoE layer's `experts` holds only this rank's slots, in local
+// slot order (ep->local_experts(layer); a replicated expert's slots share one loaded copy).
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
-                                                WeightLoader& loader, backend::Backend& be);
+                                                WeightLoader& loader, backend::Backend& be,
+                                                const dist::ExpertParallelContext* ep = nullptr);
 // Moves the weights into `be`'s memory (a no-op on host backends); tid2eid stays on the host.
 Status place_weights(backend::Backend& be, Weights& w);
 

@@ -1,0 +1,36 @@
+// The launcher's answers to vLLM's parallelism flags: one rank without EP runs; every other
+// combination is an error naming what is missing (never silently ignored).
+#include "dist/parallel_config.h"
+
+#include <gtest/gtest.h>
+
+namespace deepinfer::dist {
+namespace {
+
+Status check(int tp, int dp, bool ep, const std::string& device = "cuda", int gpus = 1) {
+  return check_parallel_flags({tp, dp, ep}, device, gpus);
+}
+
+void expect_error(const Status& st, StatusCode code, const std::string& text) {
+  EXPECT_EQ(st.code(), code) << st.to_string();
+  EXPECT_NE(st.message().find(text), std::string::npos) << st.to_string();
+}
+
+TEST(ParallelFlags, OneRankRuns) {
+  EXPECT_TRUE(check(1, 1, false).ok());
+  EXPECT_TRUE(check(1, 1, false, "cpu", 0).ok());
+}
+
+TEST(ParallelFlags, EveryOtherCaseNamesWhatIsMissing) {
+  expect_error(check(0, 1, false), StatusCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got 0");
+  expect_error(check(1, -2, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got -2");
+  expect_error(check(2, 1, false), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  expect_error(check(1, 2, true, "cuda", 1), StatusCode::kFailedPrecondition, "needs 2 GPUs (one process per GPU), this machine has 1");
+  expect_error(check(1, 4, true, "cpu", 0), StatusCode::kFailedPrecondition, "--device cpu is not a GPU");
+  expect_error(check(1, 8, true, "cuda:0", 8), StatusCode::kUnimplemented, "multi-process launch");
+  expect_error(check(1, 2, false, "cuda", -1), StatusCode::kUnimplemented, "multi-process launch");
+  expect_error(check(1, 1, true), StatusCode::kUnimplemented, "engine takes no expert-parallel context");
+}
+
+}  // namespace
+}  // namespace deepinfer::dist
