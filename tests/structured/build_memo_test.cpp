@@ -27,7 +27,8 @@ uint32_t seed_from_device() {
   return s;
 }
 
-// Random regex over the alphabet {a, b, c} with classes, groups, alternation and bounded repeats.
+// Random regex over the alphabet {a, b, c} with classes, groups, alternation, bounded repeats and
+// unbounded repeats of atoms.
 std::string random_regex(std::mt19937& rng, int depth) {
   int kind = depth <= 0 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 7);
   switch (kind) {
@@ -40,7 +41,9 @@ std::string random_regex(std::mt19937& rng, int depth) {
       uint32_t lo = rng() % 3, hi = lo + rng() % 3;
       return "(?:" + random_regex(rng, depth - 1) + "){" + std::to_string(lo) + "," + std::to_string(hi) + "}";
     }
-    default: return "(?:" + random_regex(rng, depth - 1) + ")" + std::string(1, "*+?"[rng() % 3]);
+    // Unbounded repeats only over an atom: nested ones ((?:(?:a*)b*)*) send std::regex, the
+    // oracle, into exponential backtracking (seen: 2 hangs in 40 runs).
+    default: return "(?:" + random_regex(rng, 0) + ")" + std::string(1, "*+?"[rng() % 3]);
   }
 }
 
