@@ -55,6 +55,12 @@ struct EngineConfig {
   // Schedule step N+1 and build its inputs while step N's forward runs (on a worker thread);
   // outputs are identical either way (--no-async-scheduling turns it off). See docs/engine.md.
   bool async_scheduling = true;
+  // Run the routed experts through the expert-parallel MoE path (--enable-expert-parallel; see
+  // docs/dist.md): DeepSeek-V4 only (another architecture is InvalidArgument). At world size 1
+  // — the only size the engine runs today — a one-rank communicator (in-process on the CPU, a
+  // one-rank NCCL group on CUDA; Unimplemented in a CUDA build without NCCL) with the identity
+  // placement; greedy outputs are token-identical to the plain path.
+  bool enable_expert_parallel = false;
 
   Status validate() const;
 };

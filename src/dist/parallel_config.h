@@ -21,11 +21,11 @@ struct ParallelFlags {
   int world_size() const { return tensor_parallel_size * data_parallel_size; }
 };
 
-// OK when the flags describe one rank without expert parallelism (the plain path). Otherwise
-// InvalidArgument (sizes < 1) or Unimplemented / FailedPrecondition naming what is missing:
-// tensor parallelism, GPUs (`available_gpus`: devices this machine has, -1 when unknown; `device`
-// the --device value), the multi-process launch, or (world size 1 with expert parallelism) the
-// engine hook that would pass the expert-parallel context to the model.
+// OK when the flags describe one rank: the plain path, or with --enable-expert-parallel the
+// expert-parallel MoE path at world size 1 (EngineConfig.enable_expert_parallel; the engine checks
+// that the model is DeepSeek-V4). Otherwise InvalidArgument (sizes < 1) or Unimplemented /
+// FailedPrecondition naming what is missing: tensor parallelism, GPUs (`available_gpus`: devices
+// this machine has, -1 when unknown; `device` the --device value), or the multi-process launch.
 Status check_parallel_flags(const ParallelFlags& flags, const std::string& device, int available_gpus);
 
 }  // namespace deepinfer::dist

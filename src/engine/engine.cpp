@@ -86,7 +86,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                       .fp8_activations = config.fp8_activations});
   if (!backend.ok()) return backend.status().with_context("EngineConfig.device");
   impl->backend = std::move(backend).value();
-  DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));
+  if (config.enable_expert_parallel) {
+    auto ep = engine::load_model_expert_parallel(impl->model_dir, model_config, config.device,
+                                                 impl->backend.get());
+    if (!ep.ok()) return ep.status().with_context("EngineConfig.enable_expert_parallel");
+    impl->expert_parallel = std::move(ep->runtime);
+    impl->model = std::move(ep->model);
+  } else {
+    DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));
+  }
   const std::string tok_dir = config.tokenizer.empty() ? impl->model_dir : config.tokenizer;
   auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
   if (tok.ok()) {
@@ -153,7 +161,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   log_info("engine: model " + impl->model_dir + " (" + info.family + ", " +
            std::to_string(info.num_layers) + " layers), max_model_len " +
            std::to_string(sc.max_model_len) + ", kv " + plan->summary() +
-           (config.async_scheduling ? ", async scheduling" : ""));
+           (config.async_scheduling ? ", async scheduling" : "") +
+           (impl->expert_parallel ? std::string(", expert parallel (world size 1, ") +
+                                        impl->expert_parallel->comm->name() + ")"
+                                  : std::string()));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "deepinfer/engine.h"
+#include "engine/expert_parallel_hook.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/step_executor.h"
@@ -55,6 +56,9 @@ struct Engine::Impl {
   EngineConfig config;
   std::string model_dir;
   std::unique_ptr<backend::Backend> backend;
+  // enable_expert_parallel: the one-rank communicator and context the model borrows (after the
+  // backend it borrows, before the model: destroyed after the model, before the backend).
+  std::unique_ptr<engine::ExpertParallelRuntime> expert_parallel;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<kv::KvCacheCoordinator> kv;

@@ -28,6 +28,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "device_pair.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -35,24 +36,9 @@ namespace {
 using backend::Shape;
 using backend::Tensor;
 
-struct Pair {
-  Tensor host;
-  DeviceBuffer buf;
-  Tensor dev;
-};
-
-Pair on_device(const Tensor& h) {
-  Pair p{h, std::move(DeviceBuffer::allocate(std::max<uint64_t>(h.nbytes(), 16))).value(), {}};
-  EXPECT_EQ(cudaMemcpy(p.buf.data(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  p.dev = Tensor::borrow(p.buf.data(), h.dtype(), h.shape());
-  return p;
-}
-
-Tensor to_host(const Tensor& dev) {
-  Tensor t = Tensor::empty(dev.dtype(), dev.shape());
-  EXPECT_EQ(cudaMemcpy(t.raw(), dev.raw(), t.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return t;
-}
+using testing::on_device;
+using testing::Pair;
+using testing::to_host;
 
 enum class Fmt { kBf16, kFp8, kFp8F32Scale, kFp4 };
 const char* fmt_name(Fmt f) {

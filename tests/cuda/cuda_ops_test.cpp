@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "device_pair.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -16,25 +17,9 @@ namespace {
 using backend::Shape;
 using backend::Tensor;
 
-// A host tensor and its device copy (the CUDA backend sees the borrowed device view).
-struct Pair {
-  Tensor host;
-  DeviceBuffer buf;
-  Tensor dev;
-};
-
-Pair on_device(const Tensor& h) {
-  Pair p{h, std::move(DeviceBuffer::allocate(std::max<uint64_t>(h.nbytes(), 4))).value(), {}};
-  EXPECT_EQ(cudaMemcpy(p.buf.data(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  p.dev = Tensor::borrow(p.buf.data(), h.dtype(), h.shape());
-  return p;
-}
-
-Tensor to_host(const Pair& p) {
-  Tensor t = Tensor::empty(p.dev.dtype(), p.dev.shape());
-  EXPECT_EQ(cudaMemcpy(t.raw(), p.buf.data(), t.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return t;
-}
+using testing::on_device;
+using testing::Pair;
+using testing::to_host;
 
 class CudaOps : public ::testing::Test {
  protected:

@@ -34,19 +34,7 @@ const char* kFixtures[] = {"tests/data/models/v4tiny_b", "tests/data/v4-fixtures
 
 // Logits of prefill (all rows) then `decode` greedy single-token steps, concatenated [rows, V].
 StatusOr<std::vector<float>> run(model::Model& m, const std::vector<int32_t>& prompt, int decode) {
-  auto state = m.new_sequence_state();
-  std::vector<float> out;
-  std::vector<int32_t> tokens = prompt;
-  for (int step = 0; step <= decode; ++step) {
-    model::SequenceInput in{tokens, state.get(), /*all_logits=*/step == 0};
-    DI_ASSIGN_OR_RETURN(Tensor logits, m.forward({&in, 1}));
-    const float* l = logits.data<float>();
-    out.insert(out.end(), l, l + logits.numel());
-    const int64_t V = logits.dim(1);
-    const float* last = l + (logits.dim(0) - 1) * V;
-    tokens = {static_cast<int32_t>(std::max_element(last, last + V) - last)};
-  }
-  return out;
+  return dist::testing::run_greedy(m, prompt, decode);
 }
 
 ::testing::AssertionResult bitwise(const std::vector<float>& a, const std::vector<float>& b) {

@@ -18,6 +18,7 @@
 #include "backend/make_backend.h"
 #include "dist/expert_parallel_moe.h"
 #include "dist/nccl_backend_comm.h"
+#include "ep_test_util.h"
 #include "io/config.h"
 #include "model/deepseek_v4/model.h"
 
@@ -73,21 +74,7 @@ TEST(EpNccl, CommunicatorOnDeviceTensors) {
 // when given (so a bounded comparison never diverges on a flipped argmax).
 StatusOr<std::vector<float>> run(model::Model& m, const std::vector<int32_t>& prompt,
                                  std::vector<int32_t>* picked, const std::vector<int32_t>* forced) {
-  auto state = m.new_sequence_state();
-  std::vector<float> out;
-  std::vector<int32_t> tokens = prompt;
-  for (int step = 0; step < 3; ++step) {
-    model::SequenceInput in{tokens, state.get(), /*all_logits=*/step == 0};
-    DI_ASSIGN_OR_RETURN(Tensor logits, m.forward({&in, 1}));
-    const float* l = logits.data<float>();
-    out.insert(out.end(), l, l + logits.numel());
-    const int64_t V = logits.dim(1);
-    const float* last = l + (logits.dim(0) - 1) * V;
-    tokens = {static_cast<int32_t>(std::max_element(last, last + V) - last)};
-    if (forced != nullptr) tokens = {(*forced)[step]};
-    if (picked != nullptr) picked->push_back(tokens[0]);
-  }
-  return out;
+  return dist::testing::run_greedy(m, prompt, 2, picked, forced);
 }
 
 class EpNcclModel : public ::testing::TestWithParam<bool> {};

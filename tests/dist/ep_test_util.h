@@ -2,12 +2,14 @@
 // the in-process group when a rank fails (so the others return instead of waiting).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "dist/inprocess_comm.h"
+#include "model/model.h"
 
 namespace deepinfer::dist::testing {
 
@@ -25,6 +27,29 @@ inline std::vector<Status> run_ranks(int world_size,
     });
   for (auto& t : threads) t.join();
   return st;
+}
+
+// One sequence through `m`: the prefill (logits of every row) and `decode` greedy steps, all
+// logits appended in order. The decode tokens are the greedy picks (appended to `picked` when
+// given), or `forced`'s when given, so a bounded comparison never diverges on a flipped argmax.
+inline StatusOr<std::vector<float>> run_greedy(model::Model& m, const std::vector<int32_t>& prompt,
+                                               int decode, std::vector<int32_t>* picked = nullptr,
+                                               const std::vector<int32_t>* forced = nullptr) {
+  auto state = m.new_sequence_state();
+  std::vector<float> out;
+  std::vector<int32_t> tokens = prompt;
+  for (int step = 0; step <= decode; ++step) {
+    model::SequenceInput in{tokens, state.get(), /*all_logits=*/step == 0};
+    DI_ASSIGN_OR_RETURN(backend::Tensor logits, m.forward({&in, 1}));
+    const float* l = logits.data<float>();
+    out.insert(out.end(), l, l + logits.numel());
+    const int64_t V = logits.dim(1);
+    const float* last = l + (logits.dim(0) - 1) * V;
+    tokens = {static_cast<int32_t>(std::max_element(last, last + V) - last)};
+    if (forced != nullptr) tokens = {(*forced)[step]};
+    if (picked != nullptr) picked->push_back(tokens[0]);
+  }
+  return out;
 }
 
 }  // namespace deepinfer::dist::testing

@@ -1,4 +1,5 @@
-// The launcher's answers to vLLM's parallelism flags: one rank without EP runs; every other
+// The launcher's answers to vLLM's parallelism flags: one rank runs, with or without
+// --enable-expert-parallel (the engine's world-size-1 expert-parallel path); every other
 // combination is an error naming what is missing (never silently ignored).
 #include "dist/parallel_config.h"
 
@@ -21,6 +22,14 @@ TEST(ParallelFlags, OneRankRuns) {
   EXPECT_TRUE(check(1, 1, false, "cpu", 0).ok());
 }
 
+TEST(ParallelFlags, OneRankWithExpertParallelRuns) {
+  // World size 1: the engine hook (EngineConfig.enable_expert_parallel) takes it, on any device.
+  EXPECT_TRUE(check(1, 1, true).ok());
+  EXPECT_TRUE(check(1, 1, true, "cuda:3", -1).ok());
+  EXPECT_TRUE(check(1, 1, true, "cpu", 0).ok());
+  EXPECT_TRUE(check(1, 1, true, "cpu-reference", 0).ok());
+}
+
 TEST(ParallelFlags, EveryOtherCaseNamesWhatIsMissing) {
   expect_error(check(0, 1, false), StatusCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got 0");
   expect_error(check(1, -2, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got -2");
@@ -29,7 +38,11 @@ TEST(ParallelFlags, EveryOtherCaseNamesWhatIsMissing) {
   expect_error(check(1, 4, true, "cpu", 0), StatusCode::kFailedPrecondition, "--device cpu is not a GPU");
   expect_error(check(1, 8, true, "cuda:0", 8), StatusCode::kUnimplemented, "multi-process launch");
   expect_error(check(1, 2, false, "cuda", -1), StatusCode::kUnimplemented, "multi-process launch");
-  expect_error(check(1, 1, true), StatusCode::kUnimplemented, "engine takes no expert-parallel context");
+  // Expert parallelism does not lift the errors of world size > 1 or tensor parallelism.
+  expect_error(check(2, 1, true), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  expect_error(check(1, 2, true, "cuda", 2), StatusCode::kUnimplemented, "multi-process launch");
+  expect_error(check(1, 2, true, "cpu", 0), StatusCode::kFailedPrecondition, "--device cpu is not a GPU");
+  expect_error(check(1, 0, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got 0");
 }
 
 }  // namespace

@@ -11,27 +11,15 @@
 #include <random>
 #include <string>
 
+#include "cli_run.h"
+
 namespace {
 
 constexpr const char* kModel = "tests/data/models/deepseek-v4-tiny-stories";
 
-struct CliRun {
-  int rc = -1;
-  std::string output;  // stdout + stderr
-};
+using deepinfer::testing::CliRun;
 
-CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(DEEPINFER_CLI) + " bench " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliRun run_cli(const std::string& args) { return deepinfer::testing::run_deepinfer("bench", args); }
 
 class BenchCli : public ::testing::Test {
  protected:

@@ -168,7 +168,7 @@ int run_generate(int argc, char** argv) {
   dist::ParallelFlags parallel;  // vLLM's flags; see dist/parallel_config.h for what runs
   app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "ranks per tensor-parallel group (1; not implemented above 1)");
   app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks, one GPU each");
-  app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks");
+  app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks (DeepSeek-V4; at one rank: the expert-parallel MoE path in process)");
   if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
   {
     // GPUs on this machine, counted only when more than one rank is asked for (the error names them).
@@ -182,6 +182,7 @@ int run_generate(int argc, char** argv) {
       return 2;
     }
   }
+  cfg.enable_expert_parallel = parallel.enable_expert_parallel;  // world size 1 here (checked above)
   sp.max_tokens = max_tokens;
   sp.logprobs = logprobs;
   cfg.kv_cache_memory_set = kv_opt->count() > 0;

@@ -17,6 +17,7 @@
 // block walks them all. Both paths call the same merge on the same values in the same order.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -101,41 +102,24 @@ constexpr int kLoadBatch = 8;
 template <bool kVec>
 __device__ __forceinline__ void stage_rows(const float* __restrict__ src, const int32_t* ids, int n,
                                            int64_t nKV, int64_t kvh, int64_t width, float* dst) {
-  const int per_row = static_cast<int>(kVec ? width / 4 : width);  // <= 1024
+  using Unit = typename std::conditional<kVec, float4, float>::type;  // 16-byte or 4-byte units
+  const int per_row = static_cast<int>(kVec ? width / 4 : width);    // <= 1024
   const int total = n * per_row;
   for (int base = threadIdx.x; base < total; base += kThreads * kLoadBatch) {
-    if (kVec) {
-      float4 buf[kLoadBatch];
+    Unit buf[kLoadBatch];
 #pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int i = base + u * kThreads;
-        if (i < total) {
-          const int r = i / per_row, c = i % per_row;
-          const int64_t j = ids[r] < 0 ? 0 : ids[r];
-          buf[u] = reinterpret_cast<const float4*>(src + (j * nKV + kvh) * width)[c];
-        }
+    for (int u = 0; u < kLoadBatch; ++u) {
+      const int i = base + u * kThreads;
+      if (i < total) {
+        const int r = i / per_row, c = i % per_row;
+        const int64_t j = ids[r] < 0 ? 0 : ids[r];
+        buf[u] = reinterpret_cast<const Unit*>(src + (j * nKV + kvh) * width)[c];
       }
+    }
 #pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int i = base + u * kThreads;
-        if (i < total) reinterpret_cast<float4*>(dst)[i] = buf[u];
-      }
-    } else {
-      float buf[kLoadBatch];
-#pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int i = base + u * kThreads;
-        if (i < total) {
-          const int r = i / per_row, c = i % per_row;
-          const int64_t j = ids[r] < 0 ? 0 : ids[r];
-          buf[u] = src[(j * nKV + kvh) * width + c];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kLoadBatch; ++u) {
-        const int i = base + u * kThreads;
-        if (i < total) dst[i] = buf[u];
-      }
+    for (int u = 0; u < kLoadBatch; ++u) {
+      const int i = base + u * kThreads;
+      if (i < total) reinterpret_cast<Unit*>(dst)[i] = buf[u];
     }
   }
 }

@@ -1,0 +1,38 @@
+// Host tensors copied to the device for the GPU op tests: the CUDA backend sees the borrowed
+// device view (`dev`); `buf` owns the memory.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "backend/cuda/runtime.h"
+#include "backend/tensor.h"
+
+namespace deepinfer::cuda::testing {
+
+struct Pair {
+  backend::Tensor host;
+  DeviceBuffer buf;
+  backend::Tensor dev;
+};
+
+// At least 16 bytes, so an empty tensor still has a valid, aligned pointer.
+inline Pair on_device(const backend::Tensor& h) {
+  Pair p{h, std::move(DeviceBuffer::allocate(std::max<uint64_t>(h.nbytes(), 16))).value(), {}};
+  EXPECT_EQ(cudaMemcpy(p.buf.data(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  p.dev = backend::Tensor::borrow(p.buf.data(), h.dtype(), h.shape());
+  return p;
+}
+
+// A host copy of a device tensor.
+inline backend::Tensor to_host(const backend::Tensor& dev) {
+  backend::Tensor t = backend::Tensor::empty(dev.dtype(), dev.shape());
+  EXPECT_EQ(cudaMemcpy(t.raw(), dev.raw(), t.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return t;
+}
+inline backend::Tensor to_host(const Pair& p) { return to_host(p.dev); }
+
+}  // namespace deepinfer::cuda::testing
