@@ -13,6 +13,7 @@
 
 #include "common/logging.h"
 #include "deepinfer/llm.h"
+#include "workload.h"
 
 namespace deepinfer {
 namespace {
@@ -67,28 +68,13 @@ std::unique_ptr<LLM> make_tight(const std::string& model, int64_t budget, bool a
   return make_llm(cfg);
 }
 
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<SamplingParams> params;
-};
+using runtime_test::Workload;
 
-// `n` requests: prompts of 1..max_prompt random ids (after BOS when the model has one), outputs of
-// 2..max_out tokens. Sampling params from `make_params(i, rng)`.
+// `n` requests with 2..max_out output tokens (runtime_test::random_workload).
 template <typename MakeParams>
 Workload make_workload(int64_t vocab, int32_t bos, int n, int max_prompt, int max_out, std::mt19937& rng,
                        MakeParams make_params) {
-  Workload w;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int32_t> p;
-    if (bos >= 0) p.push_back(bos);
-    const int len = 1 + static_cast<int>(rng() % max_prompt);
-    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
-    w.prompts.push_back(std::move(p));
-    SamplingParams sp = make_params(i, rng);
-    sp.max_tokens = 2 + static_cast<int>(rng() % (max_out - 1));
-    w.params.push_back(sp);
-  }
-  return w;
+  return runtime_test::random_workload(vocab, bos, n, max_prompt, 2, max_out, rng, make_params);
 }
 
 std::vector<std::vector<int32_t>> tokens_of(const std::vector<RequestOutput>& outs) {

@@ -23,6 +23,7 @@
 #include "engine/expert_parallel_hook.h"
 #include "io/config.h"
 #include "tokenizer/tokenizer.h"
+#include "workload.h"
 
 namespace deepinfer {
 namespace {
@@ -42,28 +43,14 @@ EngineConfig config_of(const std::string& model, bool expert_parallel) {
   return cfg;
 }
 
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<SamplingParams> params;
-};
+using runtime_test::Workload;
 
-// `n` random token-id prompts of 1..max_prompt ids (after `bos` when >= 0), outputs of
-// 4..max_out tokens; sampling params from `sampling(rng)`.
+// `n` requests with 4..max_out output tokens; sampling params from `sampling(rng)`.
 template <typename Sampling>
 Workload random_workload(int64_t vocab, int32_t bos, int n, int max_prompt, int max_out,
                          std::mt19937& rng, Sampling sampling) {
-  Workload w;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int32_t> p;
-    if (bos >= 0) p.push_back(bos);
-    const int len = 1 + static_cast<int>(rng() % max_prompt);
-    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % (vocab - 3)));
-    w.prompts.push_back(std::move(p));
-    SamplingParams sp = sampling(rng);
-    sp.max_tokens = 4 + static_cast<int>(rng() % (max_out - 3));
-    w.params.push_back(sp);
-  }
-  return w;
+  return runtime_test::random_workload(vocab, bos, n, max_prompt, 4, max_out, rng,
+                                       [&](int, std::mt19937& g) { return sampling(g); });
 }
 
 SamplingParams greedy(std::mt19937&) {
