@@ -10,75 +10,44 @@ constexpr int kMaxHc = 16;
 
 __device__ __forceinline__ float sigmoidf_(float v) { return 1.f / (1.f + expf(-v)); }
 
-// One thread per token. kHc > 0: the stream count is a compile-time constant and the hc × hc
-// matrix lives in registers (fully unrolled); kHc = 0: any hc <= kMaxHc (local memory).
-template <int kHc>
+// One thread per token (the fallback for hc·hc > 32; hc <= kMaxHc).
 __global__ void hc_coeffs_kernel(const float* mix, const float* base, const float* scale,
-                                 int64_t S, int64_t hc_rt, int64_t iters, float eps, bool head,
+                                 int64_t S, int64_t hc, int64_t iters, float eps, bool head,
                                  float* pre, float* post, float* comb) {
-  constexpr int kN = kHc > 0 ? kHc : kMaxHc;
-  const int hc = kHc > 0 ? kHc : static_cast<int>(hc_rt);
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (s >= S) return;
   const int64_t width = head ? hc : (2 + hc) * hc;
   const float* a = mix + s * width;
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-    if (j < hc) pre[s * hc + j] = sigmoidf_(a[j] * scale[0] + base[j]) + eps;
+  for (int64_t j = 0; j < hc; ++j) pre[s * hc + j] = sigmoidf_(a[j] * scale[0] + base[j]) + eps;
   if (head) return;
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-    if (j < hc) post[s * hc + j] = 2.f * sigmoidf_(a[hc + j] * scale[1] + base[hc + j]);
-  float C[kN * kN];
-#pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    if (j >= hc) break;
+  for (int64_t j = 0; j < hc; ++j)
+    post[s * hc + j] = 2.f * sigmoidf_(a[hc + j] * scale[1] + base[hc + j]);
+  float C[kMaxHc * kMaxHc];
+  for (int64_t j = 0; j < hc; ++j) {
     float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      if (k >= hc) break;
-      C[j * kN + k] = a[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
-      mx = fmaxf(mx, C[j * kN + k]);
+    for (int64_t k = 0; k < hc; ++k) {
+      C[j * hc + k] = a[2 * hc + j * hc + k] * scale[2] + base[2 * hc + j * hc + k];
+      mx = fmaxf(mx, C[j * hc + k]);
     }
     float den = 0.f;
-#pragma unroll
-    for (int k = 0; k < kN; ++k)
-      if (k < hc) den += (C[j * kN + k] = expf(C[j * kN + k] - mx));
-#pragma unroll
-    for (int k = 0; k < kN; ++k)
-      if (k < hc) C[j * kN + k] = C[j * kN + k] / den + eps;
+    for (int64_t k = 0; k < hc; ++k) den += (C[j * hc + k] = expf(C[j * hc + k] - mx));
+    for (int64_t k = 0; k < hc; ++k) C[j * hc + k] = C[j * hc + k] / den + eps;
   }
   for (int64_t it = 0; it < iters; ++it) {
     if (it > 0) {
-#pragma unroll
-      for (int j = 0; j < kN; ++j) {
-        if (j >= hc) break;
+      for (int64_t j = 0; j < hc; ++j) {
         float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < kN; ++k)
-          if (k < hc) sum += C[j * kN + k];
-#pragma unroll
-        for (int k = 0; k < kN; ++k)
-          if (k < hc) C[j * kN + k] /= (sum + eps);
+        for (int64_t k = 0; k < hc; ++k) sum += C[j * hc + k];
+        for (int64_t k = 0; k < hc; ++k) C[j * hc + k] /= (sum + eps);
       }
     }
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      if (k >= hc) break;
+    for (int64_t k = 0; k < hc; ++k) {
       float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kN; ++j)
-        if (j < hc) sum += C[j * kN + k];
-#pragma unroll
-      for (int j = 0; j < kN; ++j)
-        if (j < hc) C[j * kN + k] /= (sum + eps);
+      for (int64_t j = 0; j < hc; ++j) sum += C[j * hc + k];
+      for (int64_t j = 0; j < hc; ++j) C[j * hc + k] /= (sum + eps);
     }
   }
-#pragma unroll
-  for (int j = 0; j < kN; ++j)
-#pragma unroll
-    for (int k = 0; k < kN; ++k)
-      if (j < hc && k < hc) comb[s * hc * hc + j * hc + k] = C[j * kN + k];
+  for (int64_t i = 0; i < hc * hc; ++i) comb[s * hc * hc + i] = C[i];
 }
 
 // One warp per token for hc·hc <= 32: lane l holds C[l / hc][l % hc]; a row or column sum is hc
@@ -153,8 +122,8 @@ void hc_coeffs(const float* mix, const float* base, const float* scale, int64_t 
                                                         iters, eps, head, pre, post, comb);
     return;
   }
-  hc_coeffs_kernel<0><<<grid_for(S, 64), 64, 0, s>>>(mix, base, scale, S, hc, iters, eps, head,
-                                                     pre, post, comb);
+  hc_coeffs_kernel<<<grid_for(S, 64), 64, 0, s>>>(mix, base, scale, S, hc, iters, eps, head, pre,
+                                                  post, comb);
 }
 
 void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_t H, float* out,
