@@ -239,13 +239,19 @@ class Parser {
   }
 
   StatusOr<Expr> string_expr(const Token& t) {
+    return quoted_expr(t, Expr::Kind::kString, '"',
+                       "empty string literal (Lark terminals cannot be empty)");
+  }
+
+  // A "..."flags or /.../flags token: the unescaped body between the delimiters, then the flags.
+  StatusOr<Expr> quoted_expr(const Token& t, Expr::Kind kind, char delim, const char* empty_error) {
     Expr e;
-    e.kind = Expr::Kind::kString;
+    e.kind = kind;
     e.pos = t.pos;
-    size_t close = t.text.rfind('"');
+    const size_t close = t.text.rfind(delim);
     e.flags = t.text.substr(close + 1);
-    DI_ASSIGN_OR_RETURN(e.text, unescape(t.text.substr(1, close - 1), false, t.pos));
-    if (e.text.empty()) return error("empty string literal (Lark terminals cannot be empty)", t.pos);
+    DI_ASSIGN_OR_RETURN(e.text, unescape(t.text.substr(1, close - 1), kind == Expr::Kind::kRegexp, t.pos));
+    if (e.text.empty()) return error(empty_error, t.pos);
     return e;
   }
 
@@ -434,16 +440,7 @@ class Parser {
       r.pos = t.pos;
       return r;
     }
-    if (t.kind == Token::Kind::kRegexp) {
-      Expr e;
-      e.kind = Expr::Kind::kRegexp;
-      e.pos = t.pos;
-      size_t close = t.text.rfind('/');
-      e.flags = t.text.substr(close + 1);
-      DI_ASSIGN_OR_RETURN(e.text, unescape(t.text.substr(1, close - 1), true, t.pos));
-      if (e.text.empty()) return error("empty regexp", t.pos);
-      return e;
-    }
+    if (t.kind == Token::Kind::kRegexp) return quoted_expr(t, Expr::Kind::kRegexp, '/', "empty regexp");
     if (t.kind == Token::Kind::kName) {
       if (at_punct("{")) return refuse("template usage '" + t.text + "{...}' (templates are not supported)", t.pos);
       Expr e;
