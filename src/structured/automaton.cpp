@@ -239,6 +239,7 @@ Dfa::Dfa() : Dfa([] {
     t->trans.assign(1, 0);
     t->accepting.assign(1, 0);
     t->has_successor.assign(1, 0);
+    t->live_bytes.assign(4, 0);
     return intern(std::move(t));
   }();
   return empty;
@@ -457,6 +458,16 @@ StatusOr<Dfa> Dfa::build_uncached(const TerminalSpec& spec, uint32_t max_states)
   for (uint32_t s = 1; s < ns; ++s) {
     for (uint32_t c = 0; c < dfa.num_classes; ++c) {
       if (dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c]) { dfa.has_successor[s] = 1; break; }
+    }
+  }
+  std::vector<uint64_t> class_bytes(static_cast<size_t>(dfa.num_classes) * 4, 0);
+  for (int b = 0; b < 256; ++b) class_bytes[4 * dfa.class_of[b] + (b >> 6)] |= 1ull << (b & 63);
+  dfa.live_bytes.assign(static_cast<size_t>(ns) * 4, 0);
+  for (uint32_t s = 1; s < ns; ++s) {
+    uint64_t* out = dfa.live_bytes.data() + 4 * static_cast<size_t>(s);
+    for (uint32_t c = 0; c < dfa.num_classes; ++c) {
+      if (!dfa.trans[static_cast<size_t>(s) * dfa.num_classes + c]) continue;
+      for (int w = 0; w < 4; ++w) out[w] |= class_bytes[4 * c + w];
     }
   }
   return Dfa(Dfa::intern(std::move(tables)));

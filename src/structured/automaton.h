@@ -42,11 +42,15 @@ class Dfa {
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
   // Whether some byte leads from `state` to a live state.
   bool has_successor(uint32_t state) const { return t_->has_successor[state] != 0; }
+  // The bytes that lead from `state` to a live state: 256 bits, bit b&63 of word b>>6.
+  const uint64_t* live_bytes(uint32_t state) const { return t_->live_bytes.data() + 4 * static_cast<size_t>(state); }
   uint32_t num_states() const { return static_cast<uint32_t>(t_->accepting.size()); }
   uint32_t num_classes() const { return num_classes_; }
   uint8_t byte_class(uint8_t byte) const { return class_of_[byte]; }
   bool empty_language() const { return start_ == kDead; }
-  size_t memory_bytes() const { return t_->trans.size() * 4 + t_->accepting.size() * 2; }
+  size_t memory_bytes() const {
+    return t_->trans.size() * 4 + t_->accepting.size() * 2 + t_->live_bytes.size() * 8;
+  }
   // Automata with equal tables (classes, transitions, accepting states, start) share one table
   // and one id for the life of the process, in every grammar; masks are cached by this id
   // (mask_cache.h), so grammars share the work on their common lexemes. Ids are never reused.
@@ -70,6 +74,7 @@ class Dfa {
     uint8_t class_of[256] = {};
     std::vector<uint32_t> trans;  // [state][class]
     std::vector<uint8_t> accepting, has_successor;
+    std::vector<uint64_t> live_bytes;  // [state][4], derived from trans (not part of identity)
   };
   explicit Dfa(std::shared_ptr<const Tables> t);
   static std::shared_ptr<const Tables> intern(std::shared_ptr<Tables> t);

@@ -148,6 +148,7 @@ bool EarleyParser::close_new_set() {
 void EarleyParser::reset() {
   items_.clear();
   set_begin_.clear();
+  copy_end_.assign(1, 0);
   hash_count_ = 0;
   std::fill(predicted_stamp_.begin(), predicted_stamp_.end(), 0);
   set_begin_.push_back(0);
@@ -159,17 +160,27 @@ void EarleyParser::reset() {
 bool EarleyParser::push_scanned(const uint32_t* new_states) {
   const std::vector<uint32_t>& scans = scan_idx_[set_begin_.size() - 1];
   set_begin_.push_back(static_cast<uint32_t>(items_.size()));
+  // The moved items first (see copy_end()), then what their accepting states complete.
   for (size_t i = 0; i < scans.size(); ++i) {
     uint32_t st = new_states[i];
     if (st == Dfa::kDead) continue;
     EarleyItem it = items_[scans[i]];
     it.dfa = st;
     add(it);
-    if (g_->dfa(item_terminal(scans[i])).accepting(st)) add(advanced(it));
   }
   if (items_.size() == set_begin_.back()) {
     set_begin_.pop_back();
     return false;
+  }
+  const uint32_t k = static_cast<uint32_t>(set_begin_.size()) - 1;
+  if (copy_end_.size() <= k) copy_end_.resize(k + 1);
+  copy_end_[k] = static_cast<uint32_t>(items_.size());
+  for (size_t i = 0; i < scans.size(); ++i) {
+    uint32_t st = new_states[i];
+    if (st == Dfa::kDead || !g_->dfa(item_terminal(scans[i])).accepting(st)) continue;
+    EarleyItem it = items_[scans[i]];
+    it.dfa = st;
+    add(advanced(it));
   }
   return close_new_set();
 }

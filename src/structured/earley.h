@@ -41,6 +41,10 @@ class EarleyParser {
   const std::vector<uint32_t>& scan_items() const { return scan_idx_[set_begin_.size() - 1]; }
   const EarleyItem& item(uint32_t idx) const { return items_[idx]; }
   int item_terminal(uint32_t idx) const;
+  // Items of the top set below this index are the scan items of the set under it moved by
+  // push_scanned (their copies with the new DFA states); the rest (completions, predictions) are
+  // new. A scan item at or past it is a "new" one. Only for sets made by push_scanned/push_byte.
+  uint32_t copy_end() const { return copy_end_[set_begin_.size() - 1]; }
   bool can_finish() const;  // the input so far is a complete sentence
   uint64_t work() const { return work_; }
   void reset_work() { work_ = 0; }
@@ -53,6 +57,7 @@ class EarleyParser {
   const CompiledGrammar* g_;
   std::vector<EarleyItem> items_;
   std::vector<uint32_t> set_begin_;
+  std::vector<uint32_t> copy_end_;  // per set, see copy_end()
   // Per set: indices of scan items. Entries past num_sets() are kept (their capacity is reused),
   // in a deque so that references stay valid while sets are pushed.
   std::deque<std::vector<uint32_t>> scan_idx_;

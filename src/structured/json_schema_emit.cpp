@@ -36,7 +36,8 @@ int SchemaCompiler::literal_value(const Json& v) {
       }
       rhs.push_back(literal_value(it.value()));
     }
-    for (int w : ws()) rhs.push_back(w);
+    // `{}` / `[]`: one whitespace gap, not two adjacent (ambiguous) ones.
+    if (!v.empty()) for (int w : ws()) rhs.push_back(w);
     rhs.push_back(lit(obj ? "}" : "]"));
     return b_->seq(rhs, "literal");
   }
@@ -219,8 +220,23 @@ Status SchemaCompiler::emit_object(const Plain& p, int nt, const std::string& pt
     b_->add_production(next_f, {extra, loop});
     b_->add_production(next_c, {loop});
   }
+  // Non-empty variants of the A_i^f (-1: none), for objects without required keys: there
+  // `{ WS A_0^f WS }` with A_0^f nullable would put two whitespace lexemes side by side, an
+  // ambiguity that makes the parser's sets grow with every whitespace byte; it is emitted as
+  // `{ WS }` | `{ WS A_0^f+ WS }` instead (same language, one gap in the empty object).
+  bool any_required = false;
+  int nonempty_f = -1;
+  if (extra >= 0) {
+    nonempty_f = new_nt("props-end-first+");
+    b_->add_production(nonempty_f, {extra, next_c});
+  }
   for (int i = n - 1; i >= 0; --i) {
     bool required = std::find(p.required.begin(), p.required.end(), keys[i]) != p.required.end();
+    any_required |= required;
+    int nf = new_nt("props-first+");
+    b_->add_production(nf, {prop_sym[i], next_c});
+    if (!required && nonempty_f >= 0) b_->add_production(nf, {nonempty_f});
+    nonempty_f = nf;
     int f = new_nt("props-first"), c = new_nt("props-comma");
     b_->add_production(f, {prop_sym[i], next_c});
     std::vector<int> rc = comma;
@@ -236,6 +252,13 @@ Status SchemaCompiler::emit_object(const Plain& p, int nt, const std::string& pt
   }
   std::vector<int> rhs = {lit("{")};
   for (int w : ws()) rhs.push_back(w);
+  if (!any_required && !ws().empty()) {
+    std::vector<int> empty = rhs;
+    empty.push_back(lit("}"));
+    b_->add_production(nt, empty);
+    if (nonempty_f < 0) { (void)ptr; return OkStatus(); }
+    next_f = nonempty_f;
+  }
   rhs.push_back(next_f);
   for (int w : ws()) rhs.push_back(w);
   rhs.push_back(lit("}"));
@@ -277,6 +300,9 @@ Status SchemaCompiler::emit_array(const Plain& p, int nt, const std::string& ptr
   // Tail after `fixed` elements: need_sep says whether a comma precedes the next element.
   int tail_sym;
   bool need_sep = fixed > 0;
+  // The non-empty production of the first position (C_0, or the tail when nothing is fixed);
+  // empty: there is none (only `[]`). Used when min == 0, see emit_object's non-empty variants.
+  std::vector<int> nonempty_rhs;
   if (max && tail == 0) {
     tail_sym = new_nt("array-end");
     b_->add_production(tail_sym, {});
@@ -295,6 +321,7 @@ Status SchemaCompiler::emit_array(const Plain& p, int nt, const std::string& ptr
     first.push_back(e);
     first.push_back(loop);
     b_->add_production(tail_sym, first);
+    nonempty_rhs = first;
   } else {
     DI_ASSIGN_OR_RETURN(int e, rest_elem());
     int d = new_nt("array-opt");  // D_0 (comma-prefixed)
@@ -315,6 +342,7 @@ Status SchemaCompiler::emit_array(const Plain& p, int nt, const std::string& ptr
     first.push_back(e);
     first.push_back(d);
     b_->add_production(tail_sym, first);
+    nonempty_rhs = first;
   }
   // C_i for i = fixed-1 .. 0.
   int next = tail_sym;
@@ -328,10 +356,23 @@ Status SchemaCompiler::emit_array(const Plain& p, int nt, const std::string& ptr
     r.push_back(e);
     r.push_back(next);
     b_->add_production(c, r);
+    if (i == 0) nonempty_rhs = r;
     next = c;
   }
   std::vector<int> rhs = {lit("[")};
   for (int w : ws()) rhs.push_back(w);
+  if (min == 0 && !ws().empty()) {
+    // `[ WS X WS ]` with X nullable: `[ WS ]` | `[ WS X+ WS ]` (no adjacent whitespace lexemes).
+    std::vector<int> empty = rhs;
+    empty.push_back(lit("]"));
+    b_->add_production(nt, empty);
+    if (nonempty_rhs.empty()) return OkStatus();
+    rhs.insert(rhs.end(), nonempty_rhs.begin(), nonempty_rhs.end());
+    for (int w : ws()) rhs.push_back(w);
+    rhs.push_back(lit("]"));
+    b_->add_production(nt, rhs);
+    return OkStatus();
+  }
   rhs.push_back(next);
   for (int w : ws()) rhs.push_back(w);
   rhs.push_back(lit("]"));

@@ -66,9 +66,9 @@ void GrammarMatcher::rollback(int n) {
   }
 }
 
-Status GrammarMatcher::walk(uint32_t begin, uint32_t end, uint32_t base_depth, CachedMask* record,
+Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
                             uint32_t skip_plain_len, uint32_t* bits, const Collect* collect,
-                            uint32_t level, uint32_t push) {
+                            uint32_t level, uint32_t push, const uint64_t* first_bytes) {
   while (levels_.size() <= level) levels_.push_back(std::make_unique<WalkLevel>());
   WalkLevel& lv = *levels_[level];
   // The lexemes walked: the recorded frontier, or the scan items of the parser's top set.
@@ -133,11 +133,16 @@ Status GrammarMatcher::walk(uint32_t begin, uint32_t end, uint32_t base_depth, C
     for (uint32_t k = 0; k < cnt[rel]; ++k) f[idx[rel * m + k]] = sts[rel * m + k];
     return f;
   };
+  const uint32_t begin = parent + 1, end = trie[parent].subtree_end, base_depth = trie[parent].depth;
   uint32_t i = begin;
   while (i < end) {
     const TrieNode& n = trie[i];
     if (n.plain_len <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
     size_t rel = n.depth - base_depth;
+    if (first_bytes && rel == 1 && !((first_bytes[n.byte >> 6] >> (n.byte & 63)) & 1)) {
+      i = n.subtree_end;  // the caller's walk covers this subtree
+      continue;
+    }
     const uint32_t* pidx = idx + (rel - 1) * m;
     const uint32_t* pst = sts + (rel - 1) * m;
     const uint32_t pc = cnt[rel - 1];
@@ -156,35 +161,32 @@ Status GrammarMatcher::walk(uint32_t begin, uint32_t end, uint32_t base_depth, C
       }
     }
     cnt[rel] = c;
-    const bool alive = c != 0;
     if (++work + parser_work > limit) {
       work_ = work;
       return ResourceExhausted("structured output: mask computation exceeded its work limit of " +
                                std::to_string(options_.max_work_per_mask) +
                                " steps for this request");
     }
-    if (!alive) { i = n.subtree_end; continue; }
+    if (c == 0) { i = n.subtree_end; continue; }
     set_tokens(n);
-    if (accept) {
-      if (n.subtree_end > i + 1) {
-        const uint32_t* cur = full_states(rel);
-        if (record) {
-          exit_key_.assign(reinterpret_cast<const char*>(cur), m * sizeof(uint32_t));
-          auto ins = exit_dedup_.emplace(exit_key_, static_cast<uint32_t>(record->exit_states.size()));
-          if (ins.second) record->exit_states.insert(record->exit_states.end(), cur, cur + m);
-          record->exits.push_back({i, ins.first->second});
-        } else {
-          work_ = work;
-          uint32_t child = push_id(push, cur, m);
-          for (size_t k = 0; k < lv.expand.size(); ++k) lv.scan_states[k] = cur[lv.expand[k]];
-          DI_RETURN_IF_ERROR(walk_below_exit(i, child, lv.scan_states.data(), bits, collect, level, false));
-          work = work_;
-          parser_work = parser_.work();
-        }
+    if (accept && n.subtree_end > i + 1) {
+      const uint32_t* cur = full_states(rel);
+      if (record) {
+        exit_key_.assign(reinterpret_cast<const char*>(cur), m * sizeof(uint32_t));
+        auto ins = exit_dedup_.emplace(exit_key_, static_cast<uint32_t>(record->exit_states.size()));
+        if (ins.second) record->exit_states.insert(record->exit_states.end(), cur, cur + m);
+        record->exits.push_back({i, ins.first->second});
+      } else {
+        work_ = work;
+        uint32_t child = push_id(push, cur, m);
+        for (size_t k = 0; k < lv.expand.size(); ++k) lv.scan_states[k] = cur[lv.expand[k]];
+        DI_RETURN_IF_ERROR(walk_below_exit(i, child, lv.scan_states.data(), bits, collect, level, false));
+        work = work_;
+        parser_work = parser_.work();
       }
-      i = n.subtree_end;
-      continue;
     }
+    // Walk on below an exit: the moved items alone (the set below, continued) allow what the
+    // DFA states allow; walk_below_exit adds what the exit's new items allow.
     ++i;
   }
   work_ = work;
@@ -269,9 +271,14 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
   exit_dedup_.clear();
   // Skip plain subtrees whose tokens plain_mask(d) covers, or all of them (see no_longer).
   uint32_t skip = no_longer ? TrieNode::kNotPlain - 1u : d;
-  *status = walk(1, static_cast<uint32_t>(vocab_->trie().size()), 0, entry.get(), skip,
-                 entry->bits.data(), nullptr, 0, 0);
+  *status = walk(0, entry.get(), skip,
+                 entry->bits.data(), nullptr, 0, 0, nullptr);
   if (!status->ok()) return nullptr;
+  // Grouped by state vector, so that a mask pushes each vector's set once (walk_exits).
+  std::stable_sort(entry->exits.begin(), entry->exits.end(),
+                   [](const CachedMask::Exit& a, const CachedMask::Exit& b) {
+                     return a.states_offset < b.states_offset;
+                   });
   std::lock_guard<std::mutex> lock(slot.mu);
   if (slot.bytes + entry->bytes() > options_.max_cache_bytes) {
     slot.entries.clear();
@@ -285,6 +292,8 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
 uint32_t GrammarMatcher::push_id(uint32_t parent, const uint32_t* states, size_t n) {
   exit_key_.assign(reinterpret_cast<const char*>(&parent), sizeof(parent));
   exit_key_.append(reinterpret_cast<const char*>(states), n * sizeof(uint32_t));
+  auto it = push_ids_.find(exit_key_);
+  if (it != push_ids_.end()) return it->second;
   return push_ids_.emplace(exit_key_, static_cast<uint32_t>(push_ids_.size() + 1)).first->second;
 }
 
@@ -294,15 +303,14 @@ Status GrammarMatcher::walk_below_exit(uint32_t node, uint32_t child_id, const u
   const TrieNode& n = vocab_->trie()[node];
   const int32_t* toks = vocab_->trie_tokens().data();
   uint64_t key = (static_cast<uint64_t>(child_id) << 32) | vocab_->forest_id(node);
-  auto it = exit_memo_.find(key);
-  if (it != exit_memo_.end()) {
+  if (const ExitMemo::Slot* hit = exit_memo_.find(key)) {
     ++stats_.exit_reuses;
-    for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+    for (uint32_t k = hit->first; k < hit->last; ++k) {
       int32_t t = toks[n.tok_end + memo_tokens_[k]];
       bits[t >> 5] |= 1u << (t & 31);
     }
     if (collect) {
-      for (uint32_t k = it->second.first; k < it->second.second; ++k) {
+      for (uint32_t k = hit->first; k < hit->last; ++k) {
         collect->out->push_back(n.tok_end + memo_tokens_[k] - collect->base);
       }
     }
@@ -313,18 +321,73 @@ Status GrammarMatcher::walk_below_exit(uint32_t node, uint32_t child_id, const u
   std::vector<uint32_t>& local = levels_[level + 1]->collected;
   local.clear();
   if (pushed || parser_.push_scanned(scan_states)) {
-    Collect c{&local, n.tok_end};
-    Status s = walk(node + 1, n.subtree_end, n.depth, nullptr, 0, bits, &c, level + 1, child_id);
+    uint64_t first[4];
+    new_scan_bytes(first);
+    // Only children whose byte a new item takes need this set (most exits have none).
+    const auto& trie = vocab_->trie();
+    bool any = false;
+    for (uint32_t j = node + 1; j < n.subtree_end && !any; j = trie[j].subtree_end) {
+      any = (first[trie[j].byte >> 6] >> (trie[j].byte & 63)) & 1;
+    }
+    Status s;
+    if (any) {
+      Collect c{&local, n.tok_end};
+      s = walk(node, nullptr, 0, bits, &c, level + 1, child_id, first);
+    }
     if (!pushed) parser_.pop_sets(1);
     DI_RETURN_IF_ERROR(s);
   }
   uint32_t first = static_cast<uint32_t>(memo_tokens_.size());
   memo_tokens_.insert(memo_tokens_.end(), local.begin(), local.end());
-  exit_memo_.emplace(key, std::make_pair(first, static_cast<uint32_t>(memo_tokens_.size())));
+  exit_memo_.insert(key, first, static_cast<uint32_t>(memo_tokens_.size()));
   if (collect) {
     for (uint32_t r : local) collect->out->push_back(n.tok_end + r - collect->base);
   }
   return OkStatus();
+}
+
+void GrammarMatcher::ExitMemo::clear() {
+  if (++stamp == 0) {  // wrapped: forget every slot for real
+    for (Slot& sl : slots) sl.stamp = 0;
+    stamp = 1;
+  }
+  count = 0;
+}
+
+const GrammarMatcher::ExitMemo::Slot* GrammarMatcher::ExitMemo::find(uint64_t key) const {
+  if (slots.empty()) return nullptr;
+  const size_t mask = slots.size() - 1;
+  for (size_t h = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; h = (h + 1) & mask) {
+    const Slot& sl = slots[h];
+    if (sl.stamp != stamp) return nullptr;
+    if (sl.key == key) return &sl;
+  }
+}
+
+void GrammarMatcher::ExitMemo::insert(uint64_t key, uint32_t first, uint32_t last) {
+  if (2 * (count + 1) > slots.size()) {  // grow (at most half full), keeping this mask's slots
+    std::vector<Slot> old = std::move(slots);
+    slots.assign(std::max<size_t>(64, old.size() * 2), Slot{0, 0, 0, 0});
+    uint32_t s = stamp;
+    stamp = 1;
+    count = 0;
+    for (const Slot& sl : old) if (sl.stamp == s) insert(sl.key, sl.first, sl.last);
+  }
+  const size_t mask = slots.size() - 1;
+  size_t h = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;
+  while (slots[h].stamp == stamp && slots[h].key != key) h = (h + 1) & mask;
+  if (slots[h].stamp != stamp) ++count;
+  slots[h] = Slot{key, stamp, first, last};
+}
+
+void GrammarMatcher::new_scan_bytes(uint64_t out[4]) const {
+  out[0] = out[1] = out[2] = out[3] = 0;
+  const uint32_t copy_end = parser_.copy_end();
+  for (uint32_t idx : parser_.scan_items()) {
+    if (idx < copy_end) continue;
+    const uint64_t* b = grammar_->dfa(parser_.item_terminal(idx)).live_bytes(parser_.item(idx).dfa);
+    for (int w = 0; w < 4; ++w) out[w] |= b[w];
+  }
 }
 
 Status GrammarMatcher::walk_exits(const CachedMask& cached, const std::vector<uint32_t>& scans,
@@ -336,19 +399,20 @@ Status GrammarMatcher::walk_exits(const CachedMask& cached, const std::vector<ui
   push_ids_.clear();
   exit_scan_states_.resize(scans.size());
   stats_.exits = static_cast<uint32_t>(cached.exits.size());
-  exit_order_.resize(cached.exits.size());
-  for (uint32_t k = 0; k < exit_order_.size(); ++k) exit_order_[k] = k;
-  std::stable_sort(exit_order_.begin(), exit_order_.end(), [&](uint32_t a, uint32_t b) {
-    return cached.exits[a].states_offset < cached.exits[b].states_offset;
-  });
+  // The cached exits are sorted by state vector (frontier_mask).
   const uint32_t kTop = 0xFFFFFFFFu;
   bool pushed = false, tried = false;  // the set for `tried_offset` is on the parser (or empty)
   uint32_t tried_offset = 0;
+  uint32_t child = 0, child_offset = 0;
+  bool have_child = false;
   Status status;
-  for (uint32_t k : exit_order_) {
-    const auto& ex = cached.exits[k];
-    uint32_t child = push_id(kTop, &ex.states_offset, 1);
-    bool memoized = exit_memo_.count((static_cast<uint64_t>(child) << 32) | vocab_->forest_id(ex.node)) != 0;
+  for (const auto& ex : cached.exits) {
+    if (!have_child || child_offset != ex.states_offset) {
+      child = push_id(kTop, &ex.states_offset, 1);
+      child_offset = ex.states_offset;
+      have_child = true;
+    }
+    bool memoized = exit_memo_.find((static_cast<uint64_t>(child) << 32) | vocab_->forest_id(ex.node)) != nullptr;
     if (!memoized) {
       if (!tried || tried_offset != ex.states_offset) {
         if (pushed) parser_.pop_sets(1);

@@ -88,13 +88,24 @@ class GrammarMatcher {
   // *no_longer when moreover every plain text of d + 1 bytes kills every lexeme, so that plain
   // subtrees hold nothing else and the walk can skip them all.
   uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, bool* no_longer);
-  // Walks trie nodes [begin, end) below depth base_depth: from the frontier (record != null),
-  // or from the parser's top set, whose push id (see below) is `push_id`.
-  Status walk(uint32_t begin, uint32_t end, uint32_t base_depth, CachedMask* record,
+  // Walks the trie below node `parent` (not `parent` itself): from the frontier (record != null),
+  // or from the parser's top set, whose push id (see below) is `push_id`. The walk goes on past
+  // exits with the DFA states alone (what the moved items allow there). With `first_bytes`
+  // (256 bits), a subtree at depth base_depth + 1 whose byte is not in it is skipped: there the
+  // top set behaves as the set below continued, which the caller's walk covers (see
+  // new_scan_bytes).
+  Status walk(uint32_t parent, CachedMask* record,
               uint32_t skip_plain_len, uint32_t* bits, const Collect* collect, uint32_t level,
-              uint32_t push_id);
+              uint32_t push_id, const uint64_t* first_bytes);
+  // The bytes some *new* scan item of the parser's top set takes: one not moved there from the
+  // set below by push_scanned (EarleyParser::copy_end). After any other byte only moved items
+  // survive, with the origins and states they would have had without the exit, so the set
+  // pushed there equals the one the walk of the set below reaches by going on past the exit.
+  void new_scan_bytes(uint64_t out[4]) const;
   // The parser part below exit `node`, whose pushed set has id `child_id`; `scan_states` (per
   // scan item of the top set) is pushed unless the walk is memoized or `pushed` already holds it.
+  // Only children whose byte is in new_scan_bytes() are walked (the caller walks on past the
+  // exit for the rest).
   Status walk_below_exit(uint32_t node, uint32_t child_id, const uint32_t* scan_states,
                          uint32_t* bits, const Collect* collect, uint32_t level, bool pushed);
   uint32_t push_id(uint32_t parent, const uint32_t* states, size_t n);
@@ -129,8 +140,20 @@ class GrammarMatcher {
   // exit is a function of that id and the forest below the node: (id, forest) -> allowed token
   // offsets from the node's tok_end, in memo_tokens_.
   std::unordered_map<std::string, uint32_t> push_ids_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> exit_memo_;
-  std::vector<uint32_t> exit_order_;
+  // (push id, forest) -> [first, last) in memo_tokens_: open addressing, emptied per mask by a
+  // stamp (no allocation per mask once grown).
+  struct ExitMemo {
+    struct Slot {
+      uint64_t key;
+      uint32_t stamp, first, last;
+    };
+    std::vector<Slot> slots;
+    uint32_t stamp = 0, count = 0;
+    void clear();
+    const Slot* find(uint64_t key) const;
+    void insert(uint64_t key, uint32_t first, uint32_t last);
+  };
+  ExitMemo exit_memo_;
   std::vector<uint32_t> memo_tokens_;
   std::vector<uint32_t> exit_scan_states_;
   MaskStats stats_;
