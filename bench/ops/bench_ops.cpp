@@ -21,6 +21,7 @@
 #include "bench_context.h"
 #include "ceilings.h"
 #include "fp8_cases.h"
+#include "gemv_cases.h"
 #include "op_cases.h"
 #include "tc_cases.h"
 
@@ -73,6 +74,9 @@ int run(int argc, char** argv) {
   app.add_option("--fp8-m", fp8_m, "FP8 block-scaled GEMM token counts M (comma-separated; empty = none)");
   std::string tc_m = "1,4,8,16,32,64,256";
   app.add_option("--tc-m", tc_m, "tensor-core vs weight-only linear token counts M (comma-separated; empty = none)");
+  std::string gemv_m = "1,2,4,8", gemv_b = "1,16";
+  app.add_option("--gemv-m", gemv_m, "streaming GEMV token counts M (comma-separated; empty = none)");
+  app.add_option("--gemv-batch", gemv_b, "streaming GEMV routed-expert decode batches (comma-separated; empty = none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -125,6 +129,7 @@ int run(int argc, char** argv) {
   }
   run_fp8_cases(ctx, m, parse_list(fp8_m, "--fp8-m"), only);
   run_tc_cases(ctx, m, parse_list(tc_m, "--tc-m"), only);
+  run_gemv_cases(ctx, m, parse_list(gemv_m, "--gemv-m"), parse_list(gemv_b, "--gemv-batch"), only);
 
   std::ofstream out;
   if (!csv.empty()) {

@@ -7,6 +7,7 @@
 // (whose % column is against the bf16 peak).
 #include <cstdio>
 
+#include "backend/backend.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "device_fill.h"
 #include "fp8_cases.h"

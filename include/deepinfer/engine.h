@@ -27,6 +27,7 @@
 namespace deepinfer {
 
 namespace tokenizer { class Tokenizer; }
+namespace engine_internal { struct EngineAccess; }  // engine-internal: data-parallel ranks
 
 struct EngineConfig {
   std::string model;              // local model directory, or a Hub id resolved via the HF cache
@@ -57,10 +58,26 @@ struct EngineConfig {
   bool async_scheduling = true;
   // Run the routed experts through the expert-parallel MoE path (--enable-expert-parallel; see
   // docs/dist.md): DeepSeek-V4 only (another architecture is InvalidArgument). At world size 1
-  // — the only size the engine runs today — a one-rank communicator (in-process on the CPU, a
-  // one-rank NCCL group on CUDA; Unimplemented in a CUDA build without NCCL) with the identity
-  // placement; greedy outputs are token-identical to the plain path.
+  // a one-rank communicator (in-process on the CPU, a one-rank NCCL group on CUDA; Unimplemented
+  // in a CUDA build without NCCL) with the identity placement; greedy outputs are token-identical
+  // to the plain path. At data_parallel_size > 1 the group is the launcher's (see below).
   bool enable_expert_parallel = false;
+  // Attention data parallelism (--data-parallel-size; docs/dist.md): this engine is rank
+  // data_parallel_rank of data_parallel_size, with its own requests, batch and cache. With
+  // enable_expert_parallel the ranks share the routed experts (each loads its slots) and step in
+  // lockstep over a communicator handed in by the launcher (engine/data_parallel.h); async
+  // scheduling is then turned off. Without it the ranks are independent full replicas.
+  int data_parallel_size = 1;
+  int data_parallel_rank = 0;
+
+
+  // Sampling on the device (docs/engine.md "Sampling on the device"): a step whose sampling rows
+  // all need only temperature / top-k / top-p / min-p (no structured outputs, logit_bias,
+  // penalties, logprobs or pending min_tokens) is sampled by the backend right after its forward,
+  // and on a GPU only the token ids leave the device. CPU: the op is the host sampler's code
+  // (identical tokens). GPU: greedy tokens identical, random draws from the same distribution
+  // (see the doc). false: always the host sampler on downloaded logits.
+  bool device_sampling = true;
 
   Status validate() const;
 };
@@ -70,6 +87,8 @@ struct EngineStats {
   int64_t num_prompt_tokens = 0;      // computed prompt tokens (recomputation included)
   int64_t num_generated_tokens = 0;
   int64_t num_preemptions = 0;
+  int64_t num_idle_steps = 0;         // data parallel + expert parallel: steps with no own work
+  int64_t num_device_sampled_steps = 0;  // steps sampled by the backend (EngineConfig::device_sampling)
   std::string kv_summary;             // pool sizes per kind of state
 };
 
@@ -102,6 +121,7 @@ class Engine {
 
  private:
   struct Impl;
+  friend struct engine_internal::EngineAccess;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backend/tensor.h"
@@ -91,6 +93,18 @@ struct ExpertSet {
   std::vector<Weight> gate_up, down;
   std::shared_ptr<void> prepared;
   int64_t num_experts() const { return static_cast<int64_t>(gate_up.size()); }
+};
+
+// One row's parameters for `Backend::sample` (the host sampler's steps 5–10; src/sample/sampler.h
+// PlainSampleRow has the same fields and ranges).
+struct SampleRowParams {
+  float temperature = 1.0f;      // >= 0; < 1e-5: greedy
+  int32_t top_k = 0;             // 0 or -1 = off, else >= 1
+  float top_p = 1.0f;            // (0, 1]; 1 = off
+  float min_p = 0.0f;            // [0, 1]; 0 = off
+  uint64_t seed = 0;             // the request's resolved seed
+  uint32_t sequence_index = 0;   // which of the request's n sequences
+  uint32_t output_position = 0;  // index of the output token being drawn
 };
 
 class Backend {
@@ -195,8 +209,10 @@ class Backend {
   // the rows by expert on the host; device backends may run them in place.
   virtual Status moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                              const ExpertSet& experts, float swiglu_limit, Tensor& out);
-  // out[s] += Σ_j weights[s, j] · slot_out[s·k + j], j ascending. slot_out [S·k, H].
-  Status combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k, Tensor& out);
+  // out[s] += Σ_j weights[s, j] · slot_out[s·k + j], j ascending. slot_out [S·k, H], weights
+  // [S, k] (any shape of S·k elements). The base implementation is scatter_add_rows with owner
+  // s = i / k; a device backend may run it directly, with the same per-element arithmetic.
+  virtual Status combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k, Tensor& out);
   virtual Status prepare_experts(ExpertSet& experts) {
     (void)experts;
     return OkStatus();
@@ -242,6 +258,21 @@ class Backend {
   // ---- elementwise / movement ----
   virtual Status add(const Tensor& a, const Tensor& b, Tensor& out) = 0;  // same shapes, F32
   virtual Status copy(const Tensor& src, Tensor& dst) = 0;                // same dtype and numel
+
+  // ---- sampling (docs/engine.md "Sampling on the device") ----
+  // ids [S] I32 = one token per row of logits [S, V] F32 with rows[s]'s parameters, as the host
+  // sampler's steps 5–10 (src/sample/sampler.h): greedy (temperature < 1e-5) is the argmax, ties
+  // to the lowest id; otherwise temperature → min-p → top-k → top-p → the exponential race keyed
+  // by (seed, sequence_index, output_position, token). The CPU backend runs the host sampler's
+  // own code (bit-identical); a device backend gives the same greedy ids and draws from the same
+  // distribution (its exp/log may differ in the last ulp). rows.size() must be S; a parameter out
+  // of range is InvalidArgument naming the row and field. Backends without it: Unimplemented.
+  virtual Status sample(const Tensor& logits, std::span<const SampleRowParams> rows, Tensor& ids) {
+    (void)logits;
+    (void)rows;
+    (void)ids;
+    return Unimplemented(std::string("sample: not implemented by the ") + name() + " backend");
+  }
 };
 
 struct CpuBackendOptions {

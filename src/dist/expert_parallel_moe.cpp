@@ -33,7 +33,8 @@ std::vector<int32_t> ExpertParallelContext::local_experts(int layer) const {
 }
 
 StatusOr<ExpertParallelMoe> ExpertParallelMoe::create(Communicator* comm, ExpertMap map,
-                                                      ReplicaChoice choice) {
+                                                      ReplicaChoice choice,
+                                                      ExpertLoadRecorder* recorder, int layer) {
   if (comm == nullptr) return InvalidArgument("ExpertParallelMoe: no communicator");
   if (map.world_size != comm->world_size())
     return InvalidArgument("ExpertParallelMoe: expert map is for " + std::to_string(map.world_size) +
@@ -45,7 +46,22 @@ StatusOr<ExpertParallelMoe> ExpertParallelMoe::create(Communicator* comm, Expert
   m.comm_ = comm;
   m.map_ = std::move(map);
   m.choice_ = choice;
+  m.recorder_ = recorder;
+  m.layer_ = layer;
   return m;
+}
+
+std::vector<int32_t> ExpertParallelMoe::local_experts() const {
+  const int spr = slots_per_rank();
+  std::vector<int32_t> out(spr, -1);
+  if (comm_ == nullptr) return out;
+  const int rank = comm_->rank();
+  for (int e = 0; e < map_.num_logical; ++e)
+    for (int r = 0; r < map_.replica_count[e]; ++r) {
+      const int32_t s = map_.log_to_phy[static_cast<size_t>(e) * map_.max_replicas + r];
+      if (s / spr == rank) out[s % spr] = e;
+    }
+  return out;
 }
 
 Status ExpertParallelMoe::forward(backend::Backend& be, const backend::ExpertSet& local,
@@ -76,6 +92,8 @@ Status ExpertParallelMoe::forward(backend::Backend& be, const backend::ExpertSet
   for (int r = 0; r < rank; ++r) token_offset += counts[r];
   DI_ASSIGN_OR_RETURN(DispatchPlan plan, plan_dispatch(topk, static_cast<int>(T), static_cast<int>(K),
                                                        map_, rank, token_offset, choice_));
+  // EPLB statistics from the host ids above (plan_dispatch has range-checked them).
+  if (recorder_ != nullptr && T > 0) DI_RETURN_IF_ERROR(recorder_->record(layer_, topk));
   const int64_t P = T * K;
 
   // 2. Send rows: the token of each pair, in send order.

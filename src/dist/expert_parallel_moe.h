@@ -30,6 +30,7 @@
 #include "dist/communicator.h"
 #include "dist/eplb.h"
 #include "dist/expert_dispatch.h"
+#include "dist/expert_load.h"
 
 namespace deepinfer::dist {
 
@@ -40,6 +41,10 @@ struct ExpertParallelContext {
   Communicator* comm = nullptr;  // borrowed; outlives the model
   ExpertPlacement placement;     // num_gpus = comm->world_size(); num_layers = the model's layers
   ReplicaChoice choice = ReplicaChoice::kTokenModulo;
+  // Borrowed, optional (EPLB statistics, eplb_controller.h): when set, every MoE layer records
+  // this rank's router picks (logical ids) into it — on the host copy of the ids the dispatch
+  // makes anyway, so no extra device sync. Must outlive the model.
+  ExpertLoadRecorder* load_recorder = nullptr;
 
   // InvalidArgument naming the mismatch (layers, experts, world size).
   Status validate(int num_layers, int num_logical_experts) const;
@@ -50,11 +55,21 @@ struct ExpertParallelContext {
 class ExpertParallelMoe {
  public:
   ExpertParallelMoe() = default;
-  // map.world_size must equal comm->world_size().
-  static StatusOr<ExpertParallelMoe> create(Communicator* comm, ExpertMap map, ReplicaChoice choice);
+  // map.world_size must equal comm->world_size(). recorder (borrowed, may be null): forward
+  // records the layer's router picks as ExpertLoadRecorder::record(layer, ids).
+  static StatusOr<ExpertParallelMoe> create(Communicator* comm, ExpertMap map, ReplicaChoice choice,
+                                            ExpertLoadRecorder* recorder = nullptr, int layer = 0);
+  // The same layer (communicator, replica choice, recorder) on another map: an EPLB rebalance.
+  StatusOr<ExpertParallelMoe> with_map(ExpertMap map) const {
+    return create(comm_, std::move(map), choice_, recorder_, layer_);
+  }
 
   int slots_per_rank() const { return map_.slots_per_rank(); }
   const ExpertMap& map() const { return map_; }
+  Communicator* comm() const { return comm_; }
+  ReplicaChoice choice() const { return choice_; }
+  // Logical expert of each of this rank's slots under map(): [slots_per_rank], local slot order.
+  std::vector<int32_t> local_experts() const;
 
   // x [T, H] F32, ids [T, K] I32 (logical experts), weights [T, K] F32, out [T, H] F32, all in
   // `be`'s memory; local: this rank's slots (slots_per_rank() experts, local slot order).
@@ -67,6 +82,8 @@ class ExpertParallelMoe {
   Communicator* comm_ = nullptr;
   ExpertMap map_;
   ReplicaChoice choice_ = ReplicaChoice::kTokenModulo;
+  ExpertLoadRecorder* recorder_ = nullptr;
+  int layer_ = 0;
 };
 
 }  // namespace deepinfer::dist

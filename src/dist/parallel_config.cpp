@@ -12,19 +12,28 @@ Status check_parallel_flags(const ParallelFlags& f, const std::string& device, i
                          ": tensor parallelism is not implemented; DeepSeek-V4 runs attention data "
                          "parallel with sharded experts (--data-parallel-size N --enable-expert-parallel)");
   const int world = f.world_size();
-  if (world > 1) {
-    const std::string need = "--data-parallel-size " + std::to_string(world) + " needs " +
-                             std::to_string(world) + " GPUs (one process per GPU)";
-    if (device.rfind("cuda", 0) != 0)
-      return FailedPrecondition(need + ", and --device " + device + " is not a GPU");
-    if (available_gpus >= 0 && available_gpus < world)
-      return FailedPrecondition(need + ", this machine has " + std::to_string(available_gpus));
-    return Unimplemented(need + ": the multi-process launch (fork/exec per rank, NCCL group, "
-                         "NCCL_NVLS_ENABLE=0) is not built yet; see docs/dist.md");
+  if (world == 1) return OkStatus();  // the engine hook takes --enable-expert-parallel at one rank
+  const std::string dp = "--data-parallel-size " + std::to_string(world);
+  if (device == "cpu" || device == "cpu-reference") return OkStatus();  // threads as ranks
+  if (device == "cuda") {
+    if (available_gpus >= 0 && available_gpus < world) {
+      return FailedPrecondition(dp + " needs " + std::to_string(world) +
+                                " GPUs (one process per GPU), this machine has " +
+                                std::to_string(available_gpus));
+    }
+    return OkStatus();
   }
-  // World size 1 with --enable-expert-parallel runs: the engine loads the model with a one-rank
-  // communicator and the identity placement (EngineConfig.enable_expert_parallel).
-  return OkStatus();
+  if (device.rfind("cuda:", 0) == 0) {
+    return InvalidArgument(dp + " with --device " + device +
+                           ": rank r runs on cuda:r, so pass --device cuda");
+  }
+  return InvalidArgument(dp + ": --device " + device +
+                         " is neither a GPU (cuda) nor the CPU (cpu, cpu-reference)");
+}
+
+std::string rank_device(const std::string& device, int rank) {
+  if (device == "cuda") return "cuda:" + std::to_string(rank);
+  return device;
 }
 
 }  // namespace deepinfer::dist

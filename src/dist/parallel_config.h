@@ -3,9 +3,9 @@
 // launcher's answers are unit-tested on the CPU.
 //
 // DeepSeek-V4 is served attention-data-parallel with the experts sharded over the same ranks
-// (world size = data_parallel_size; tensor parallelism is not implemented). One process per GPU,
-// launched by deepinfer itself with NCCL — that launch is not built yet, so a world size above 1
-// is an error naming what is missing; it is never ignored.
+// (world size = data_parallel_size; tensor parallelism is not implemented). `deepinfer generate`
+// launches one process per GPU itself (NCCL group; dist/launcher.h); on the CPU the ranks run as
+// threads of one process over the in-process communicator (a test mode, not a transport).
 #pragma once
 
 #include <string>
@@ -21,11 +21,18 @@ struct ParallelFlags {
   int world_size() const { return tensor_parallel_size * data_parallel_size; }
 };
 
-// OK when the flags describe one rank: the plain path, or with --enable-expert-parallel the
-// expert-parallel MoE path at world size 1 (EngineConfig.enable_expert_parallel; the engine checks
-// that the model is DeepSeek-V4). Otherwise InvalidArgument (sizes < 1) or Unimplemented /
-// FailedPrecondition naming what is missing: tensor parallelism, GPUs (`available_gpus`: devices
-// this machine has, -1 when unknown; `device` the --device value), or the multi-process launch.
+// OK when the flags can run on `device`:
+//  - one rank: the plain path, or with --enable-expert-parallel the expert-parallel MoE path at
+//    world size 1 (the engine checks that the model is DeepSeek-V4);
+//  - data parallel size N > 1 (with or without --enable-expert-parallel): on `cuda` with at least
+//    N GPUs (`available_gpus`: devices this machine has, -1 when unknown), one process per GPU,
+//    rank r on cuda:r; on `cpu` / `cpu-reference`, N threads in one process (test mode).
+// Otherwise InvalidArgument (sizes < 1, --device cuda:N with N > 1 ranks), Unimplemented (tensor
+// parallelism) or FailedPrecondition (too few GPUs), naming what is wrong.
 Status check_parallel_flags(const ParallelFlags& flags, const std::string& device, int available_gpus);
+
+// The device of rank `rank` of a data-parallel run on `device` ("cuda" -> "cuda:<rank>"; the CPU
+// devices are shared by the threads).
+std::string rank_device(const std::string& device, int rank);
 
 }  // namespace deepinfer::dist

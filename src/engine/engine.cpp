@@ -68,6 +68,13 @@ Status EngineConfig::validate() const {
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
     return InvalidArgument("gpu_memory_utilization must be in (0, 1], got " +
                            std::to_string(gpu_memory_utilization));
+  if (data_parallel_size < 1)
+    return InvalidArgument("data_parallel_size must be >= 1, got " + std::to_string(data_parallel_size));
+  if (data_parallel_rank < 0 || data_parallel_rank >= data_parallel_size) {
+    return InvalidArgument("data_parallel_rank must be in [0, data_parallel_size = " +
+                           std::to_string(data_parallel_size) + "), got " +
+                           std::to_string(data_parallel_rank));
+  }
   return OkStatus();
 }
 
@@ -76,8 +83,31 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
-  DI_RETURN_IF_ERROR(config.validate());
-  auto impl = std::make_unique<Impl>();
+  return engine_internal::EngineAccess::create(config, nullptr);
+}
+
+StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
+    const EngineConfig& config_in, const engine::ExpertParallelOptions* ep_options) {
+  DI_RETURN_IF_ERROR(config_in.validate());
+  EngineConfig config = config_in;
+  const bool ep_group = config.enable_expert_parallel && config.data_parallel_size > 1;
+  if (ep_group && (ep_options == nullptr ||
+                   (ep_options->comm == nullptr && ep_options->nccl_unique_id_hex.empty()))) {
+    return FailedPrecondition(
+        "EngineConfig.data_parallel_size " + std::to_string(config.data_parallel_size) +
+        " with enable_expert_parallel: the ranks share the experts over a communicator that the "
+        "launcher hands in (deepinfer generate --data-parallel-size N, or "
+        "engine::create_engine_rank); Engine::create alone cannot join a group");
+  }
+  if (ep_group && config.async_scheduling) {
+    // The ranks exchange "who has work" on the MoE communicator between steps; a forward in
+    // flight on the worker thread would interleave its collectives with that exchange.
+    log_info("engine: data parallel rank " + std::to_string(config.data_parallel_rank) + " of " +
+             std::to_string(config.data_parallel_size) +
+             " with expert parallelism: async scheduling is off (the ranks step in lockstep)");
+    config.async_scheduling = false;
+  }
+  auto impl = std::make_unique<Engine::Impl>();
   impl->config = config;
   DI_ASSIGN_OR_RETURN(impl->model_dir, io::resolve_model(config.model, env()));
   DI_ASSIGN_OR_RETURN(io::ModelConfig model_config, io::load_model_config(impl->model_dir));
@@ -87,11 +117,16 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (!backend.ok()) return backend.status().with_context("EngineConfig.device");
   impl->backend = std::move(backend).value();
   if (config.enable_expert_parallel) {
+    engine::ExpertParallelOptions opt;
+    if (ep_options != nullptr) opt = *ep_options;
+    opt.world_size = config.data_parallel_size;
+    opt.rank = config.data_parallel_rank;
     auto ep = engine::load_model_expert_parallel(impl->model_dir, model_config, config.device,
-                                                 impl->backend.get());
+                                                 impl->backend.get(), opt);
     if (!ep.ok()) return ep.status().with_context("EngineConfig.enable_expert_parallel");
     impl->expert_parallel = std::move(ep->runtime);
     impl->model = std::move(ep->model);
+    if (ep_group) impl->lockstep_comm = impl->expert_parallel->context.comm;
   } else {
     DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));
   }
@@ -162,9 +197,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
            std::to_string(info.num_layers) + " layers), max_model_len " +
            std::to_string(sc.max_model_len) + ", kv " + plan->summary() +
            (config.async_scheduling ? ", async scheduling" : "") +
-           (impl->expert_parallel ? std::string(", expert parallel (world size 1, ") +
-                                        impl->expert_parallel->comm->name() + ")"
-                                  : std::string()));
+           (impl->expert_parallel
+                ? ", expert parallel (world size " + std::to_string(config.data_parallel_size) +
+                      ", " + impl->expert_parallel->context.comm->name() + ")"
+                : std::string()) +
+           (config.data_parallel_size > 1
+                ? ", data parallel rank " + std::to_string(config.data_parallel_rank) + " of " +
+                      std::to_string(config.data_parallel_size)
+                : std::string()));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

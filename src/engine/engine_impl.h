@@ -56,8 +56,9 @@ struct Engine::Impl {
   EngineConfig config;
   std::string model_dir;
   std::unique_ptr<backend::Backend> backend;
-  // enable_expert_parallel: the one-rank communicator and context the model borrows (after the
-  // backend it borrows, before the model: destroyed after the model, before the backend).
+  // enable_expert_parallel: the communicator and context the model borrows (after the backend
+  // it borrows, before the model: destroyed after the model, before the backend). At
+  // data_parallel_size > 1 the communicator may be the caller's (engine/data_parallel.h).
   std::unique_ptr<engine::ExpertParallelRuntime> expert_parallel;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
@@ -83,6 +84,9 @@ struct Engine::Impl {
   std::map<std::string, engine_internal::Group> groups;                  // by user request id
   std::vector<RequestOutput> pending_outputs;           // finished outside step() (aborts)
   EngineStats stats;
+  // data_parallel_size > 1 with expert parallelism: the ranks step in lockstep (the MoE layers
+  // are collectives; engine/data_parallel.h). The group communicator, else nullptr.
+  dist::Communicator* lockstep_comm = nullptr;
 
   void finish_sequence(std::unique_ptr<engine::Request> request, std::vector<RequestOutput>* out);
   // Schedules a step; the model state of requests it preempted is dropped (after the forward in
@@ -122,4 +126,16 @@ struct Engine::Impl {
   }
 };
 
+namespace engine_internal {
+
+// What the engine-internal data-parallel code (engine/data_parallel.h) may reach: Engine is a
+// friend of this struct only.
+struct EngineAccess {
+  static Engine::Impl& impl(Engine& e) { return *e.impl_; }
+  // Engine::create with expert-parallel options (`ep` may be null: EngineConfig decides).
+  static StatusOr<std::unique_ptr<Engine>> create(const EngineConfig& config,
+                                                  const engine::ExpertParallelOptions* ep);
+};
+
+}  // namespace engine_internal
 }  // namespace deepinfer

@@ -33,7 +33,35 @@ void Engine::Impl::launch(engine::SchedulerOutput step) {
       mask_job = std::move(job);
     }
   }
-  executor->launch(std::move(step));
+  // Sampling on the device (docs/engine.md "Sampling on the device"): when every sampling row
+  // takes the sampler's plain path (sample::is_plain_row), the backend samples the step right
+  // after its forward with the exact inputs of the host path (seed, sequence index, output
+  // position of each chunk). Rows that do not sample, or whose request is gone (its token will be
+  // skipped), get greedy parameters. Otherwise no rows: the host sampler, as before.
+  std::vector<backend::SampleRowParams> sample_rows;
+  if (config.device_sampling) {
+    sample_rows.resize(step.chunks.size());
+    for (size_t i = 0; i < step.chunks.size(); ++i) {
+      const auto& chunk = step.chunks[i];
+      backend::SampleRowParams& row = sample_rows[i];
+      row.temperature = 0.0f;
+      if (!chunk.samples) continue;
+      const engine::Request* req = scheduler->get_request(chunk.request_id);
+      if (req == nullptr || req->key != chunk.key) continue;
+      if (!sample::is_plain_row(req->params, chunk.num_output_tokens)) {
+        sample_rows.clear();
+        break;
+      }
+      row.temperature = req->params.temperature;
+      row.top_k = req->params.top_k;
+      row.top_p = req->params.top_p;
+      row.min_p = req->params.min_p;
+      row.seed = chunk.seed;
+      row.sequence_index = chunk.sequence_index;
+      row.output_position = static_cast<uint32_t>(chunk.num_output_tokens);
+    }
+  }
+  executor->launch(std::move(step), std::move(sample_rows));
 }
 
 void Engine::Impl::poll_grammars(std::vector<RequestOutput>* outputs) {
@@ -102,7 +130,9 @@ void Engine::Impl::sample_and_update(const engine::StepResult& done,
   deferred_grammar_releases.clear();
   if (!done.logits.ok()) return fail_step(sched, done.logits.status(), finished);
   const backend::Tensor& logits = *done.logits;
-  const int64_t V = logits.dim(1);
+  // Sampled on the device: every row took the plain path (no mask, no logprobs), ids per chunk.
+  const bool device_sampled = done.sampled_ids.has_value();
+  const int64_t V = device_sampled ? 0 : logits.dim(1);
 
   // One row per chunk that samples and whose request is still there (running, or preempted by the
   // step scheduled while this one ran: its token still counts). Aborted ones are skipped.
@@ -119,6 +149,8 @@ void Engine::Impl::sample_and_update(const engine::StepResult& done,
     sample::SampleRow row{&req->params, chunk.seed, chunk.sequence_index, req->prompt_token_ids,
                           req->output_token_ids, req->eos_token_id, {}};
     if (req->params.structured_outputs) {
+      DI_CHECK(!device_sampled) << "request " << req->request_id
+                                << " has structured outputs but its step was sampled on the device";
       if (auto e = mask_error.find(chunk.request_id); e != mask_error.end()) {
         fail_request(chunk.request_id, chunk.key, "structured_outputs: " + e->second.to_string(), finished);
         continue;
@@ -137,13 +169,22 @@ void Engine::Impl::sample_and_update(const engine::StepResult& done,
     rows.push_back(row);
     row_chunk.push_back(i);
   }
-  std::vector<float> sample_logits(rows.size() * static_cast<size_t>(V));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const float* src = logits.data<float>() + row_chunk[r] * static_cast<size_t>(V);
-    std::copy(src, src + V, sample_logits.begin() + static_cast<std::ptrdiff_t>(r * V));
+  StatusOr<std::vector<sample::SampledToken>> sampled =
+      std::vector<sample::SampledToken>(rows.size());
+  if (device_sampled) {
+    ++stats.num_device_sampled_steps;
+    DI_CHECK(done.sampled_ids->size() == sched.chunks.size())
+        << done.sampled_ids->size() << " sampled ids for " << sched.chunks.size() << " chunks";
+    for (size_t r = 0; r < rows.size(); ++r) (*sampled)[r].token = (*done.sampled_ids)[row_chunk[r]];
+  } else {
+    std::vector<float> sample_logits(rows.size() * static_cast<size_t>(V));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* src = logits.data<float>() + row_chunk[r] * static_cast<size_t>(V);
+      std::copy(src, src + V, sample_logits.begin() + static_cast<std::ptrdiff_t>(r * V));
+    }
+    sampled = sampler.sample(sample_logits, V, rows);
+    if (!sampled.ok()) return fail_step(sched, sampled.status(), finished);
   }
-  auto sampled = sampler.sample(sample_logits, V, rows);
-  if (!sampled.ok()) return fail_step(sched, sampled.status(), finished);
   std::vector<int32_t> tokens(sched.chunks.size(), 0);
   for (size_t r = 0; r < rows.size(); ++r) tokens[row_chunk[r]] = (*sampled)[r].token;
   // Constrained rows: the grammar advances by the sampled token (EOS included).

@@ -9,6 +9,7 @@ namespace deepinfer::engine {
 StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread, backend::Backend* backend)
     : runner_(runner), backend_(backend) {
   DI_CHECK(runner != nullptr) << "StepExecutor needs a model runner";
+  runner_->set_backend(backend);
   if (use_worker_thread) worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -27,7 +28,7 @@ StepExecutor::~StepExecutor() {
 void StepExecutor::run_job() {
   // Exceptions never cross the engine loop: anything thrown becomes this step's error.
   try {
-    result_.emplace(runner_->execute(job_));
+    result_.emplace(runner_->execute(job_, job_sample_rows_));
   } catch (const std::exception& e) {
     result_.emplace(Internal(std::string("model forward threw: ") + e.what()));
   } catch (...) {
@@ -54,7 +55,7 @@ void StepExecutor::worker_loop() {
   }
 }
 
-void StepExecutor::launch(SchedulerOutput step) {
+void StepExecutor::launch(SchedulerOutput step, std::vector<backend::SampleRowParams> sample_rows) {
   DI_CHECK(!in_flight_) << "launch() while step " << job_.step << " is in flight";
   if (!deferred_releases_.empty()) {
     runner_->release(deferred_releases_);
@@ -63,6 +64,7 @@ void StepExecutor::launch(SchedulerOutput step) {
   in_flight_ = true;
   if (!worker_.joinable()) {
     job_ = std::move(step);
+    job_sample_rows_ = std::move(sample_rows);
     run_job();
     done_ = true;
     return;
@@ -70,6 +72,7 @@ void StepExecutor::launch(SchedulerOutput step) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = std::move(step);
+    job_sample_rows_ = std::move(sample_rows);
     result_.reset();
     done_ = false;
     has_job_ = true;
@@ -79,13 +82,19 @@ void StepExecutor::launch(SchedulerOutput step) {
 
 StepResult StepExecutor::wait() {
   DI_CHECK(in_flight_) << "wait() with no step in flight";
-  StepResult out{SchedulerOutput{}, Internal("no result")};
+  StepResult out{SchedulerOutput{}, Internal("no result"), std::nullopt};
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
     done_ = false;
     out.step = std::move(job_);
-    out.logits = std::move(*result_);
+    if (result_->ok()) {
+      RunnerOutput& r = **result_;
+      out.logits = std::move(r.logits);
+      out.sampled_ids = std::move(r.ids);
+    } else {
+      out.logits = result_->status();
+    }
     result_.reset();
   }
   in_flight_ = false;

@@ -28,20 +28,26 @@ namespace deepinfer::engine {
 
 struct StepResult {
   SchedulerOutput step;
-  StatusOr<backend::Tensor> logits;  // [step.chunks.size(), V]
+  // [step.chunks.size(), V] host memory — or, when the step was sampled on the backend (launch
+  // with sample rows), an undefined tensor and `sampled_ids` set. An error fails the step.
+  StatusOr<backend::Tensor> logits;
+  std::optional<std::vector<int32_t>> sampled_ids;  // [step.chunks.size()]
 };
 
 class StepExecutor {
  public:
   // `runner` must outlive the executor. `use_worker_thread` false: launch() runs the forward inline.
   // `backend` (optional, must outlive the executor) is bound to the worker thread before its
-  // first forward (a CUDA backend selects its device there).
+  // first forward (a CUDA backend selects its device there), and handed to the runner
+  // (ModelRunner::set_backend: logits stay in backend memory; sampling there on request).
   StepExecutor(ModelRunner* runner, bool use_worker_thread, backend::Backend* backend = nullptr);
   ~StepExecutor();  // waits for a forward in flight, then stops the worker
   StepExecutor(const StepExecutor&) = delete;
   StepExecutor& operator=(const StepExecutor&) = delete;
 
-  void launch(SchedulerOutput step);  // requires !in_flight()
+  // Requires !in_flight(). `sample_rows` ([step.chunks.size()] or empty): sample every row on
+  // the backend right after the forward (ModelRunner::execute), on the same thread.
+  void launch(SchedulerOutput step, std::vector<backend::SampleRowParams> sample_rows = {});
   bool in_flight() const { return in_flight_; }
   StepResult wait();                  // requires in_flight()
   // Drops the model state of these requests: now when idle, else once the forward is done.
@@ -62,7 +68,8 @@ class StepExecutor {
   bool done_ = false;                 // guarded by mu_
   bool stop_ = false;                 // guarded by mu_
   SchedulerOutput job_;
-  std::optional<StatusOr<backend::Tensor>> result_;
+  std::vector<backend::SampleRowParams> job_sample_rows_;
+  std::optional<StatusOr<RunnerOutput>> result_;
   std::thread worker_;
 };
 

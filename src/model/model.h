@@ -56,6 +56,15 @@ class Model {
   // untouched. (An op failure after validation — a bug, not an input error — may leave earlier
   // sequences of the batch advanced.)
   virtual StatusOr<Tensor> forward(std::span<const SequenceInput> batch) = 0;
+
+  // Where forward() leaves the logits: false (default) in host memory; true in the backend's
+  // memory (a device backend skips the download; the engine samples there and downloads only the
+  // token ids, docs/engine.md "Sampling on the device"). Host backends return host tensors either way.
+  void set_logits_on_device(bool on) { logits_on_device_ = on; }
+  bool logits_on_device() const { return logits_on_device_; }
+
+ protected:
+  bool logits_on_device_ = false;
 };
 
 // Loads the model in `dir` (config.json + safetensors) for `backend` (not owned; must outlive the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -39,7 +40,98 @@ void fill_top_logprobs(std::span<const float> logprobs, int32_t token, int n, Sa
   for (size_t i = 0; i < k; ++i) out->top_logprobs.push_back({ids[i], logprobs[ids[i]]});
 }
 
+// Rows are independent (a row's token depends only on its logits, params and counter-based RNG),
+// so they run in parallel: a random row visits every token (one Philox draw, exp and log each),
+// ~10 ms for a 129k vocabulary, which would otherwise serialise a batch's step. The pool is the
+// sampler's own (the process-wide one may be inside the forward pass on another thread).
+void for_each_row(size_t n, const std::function<void(int64_t, int64_t)>& run) {
+  if (n < 2) {
+    run(0, static_cast<int64_t>(n));
+    return;
+  }
+  static ThreadPool pool(0);
+  static std::mutex pool_mutex;  // one batch at a time (several engines in one process)
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  pool.parallel_for(static_cast<int64_t>(n), run, 1);
+}
+
+// Steps 5–10 on a row that went through steps 1b–4, in place (`logits` ends as the processed row,
+// which kProcessed logprobs read). Returns the token, or -1 when a random row has every token
+// suppressed (the caller picks the fallback).
+int32_t draw_processed(std::vector<float>& logits, const PlainSampleRow& row) {
+  if (row.temperature < SamplingParams::kGreedyEpsilon) return argmax_lowest_id(logits);
+  const float inv_t = 1.0f / row.temperature;
+  for (float& v : logits) v *= inv_t;
+  apply_min_p(logits, row.min_p);
+  apply_top_k(logits, row.top_k);
+  apply_top_p(logits, row.top_p);
+  // Exponential race over the kept tokens (scale-free, so no normalisation is needed).
+  const float m = max_finite_or_neg_inf(logits);
+  if (m == kNegInf) return -1;
+  double best_score = -1.0;
+  int32_t best = -1;
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (logits[t] == kNegInf) continue;
+    const double p = std::exp(static_cast<double>(logits[t]) - m);
+    const double e = -std::log(
+        token_uniform(row.seed, row.sequence_index, row.output_position, static_cast<uint32_t>(t)));
+    const double score = p / e;
+    if (score > best_score) {
+      best_score = score;
+      best = static_cast<int32_t>(t);
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+bool is_plain_row(const SamplingParams& params, int64_t num_output_tokens) {
+  return !params.structured_outputs && params.logit_bias.empty() && !params.logprobs &&
+         params.repetition_penalty == 1.0f && params.frequency_penalty == 0.0f &&
+         params.presence_penalty == 0.0f && num_output_tokens >= params.min_tokens;
+}
+
+Status validate_plain_row(const PlainSampleRow& row, size_t index) {
+  auto bad = [&](const char* field, const std::string& range, const std::string& value) {
+    return InvalidArgument("sample: row " + std::to_string(index) + " " + field + " must be " + range +
+                           ", got " + value);
+  };
+  if (!std::isfinite(row.temperature) || row.temperature < 0.0f)
+    return bad("temperature", "a finite number >= 0 (0 = greedy)", std::to_string(row.temperature));
+  if (row.top_k < -1) return bad("top_k", "0 or -1 (off) or at least 1", std::to_string(row.top_k));
+  if (!std::isfinite(row.top_p) || row.top_p <= 0.0f || row.top_p > 1.0f)
+    return bad("top_p", "in (0, 1]", std::to_string(row.top_p));
+  if (!std::isfinite(row.min_p) || row.min_p < 0.0f || row.min_p > 1.0f)
+    return bad("min_p", "in [0, 1]", std::to_string(row.min_p));
+  return OkStatus();
+}
+
+int32_t sample_plain_row(std::span<const float> row_logits, const PlainSampleRow& row) {
+  std::vector<float> logits(row_logits.begin(), row_logits.end());
+  const int32_t token = draw_processed(logits, row);
+  return token >= 0 ? token : argmax_lowest_id(logits);  // everything suppressed: id 0
+}
+
+Status sample_plain_rows(std::span<const float> logits, int64_t vocab_size,
+                         std::span<const PlainSampleRow> rows, std::span<int32_t> out) {
+  if (vocab_size <= 0) return InvalidArgument("sample: vocab_size must be > 0, got " + std::to_string(vocab_size));
+  if (logits.size() != rows.size() * static_cast<size_t>(vocab_size))
+    return InvalidArgument("sample: logits has " + std::to_string(logits.size()) + " values, expected [" +
+                           std::to_string(rows.size()) + " rows, " + std::to_string(vocab_size) + " vocab]");
+  if (out.size() != rows.size())
+    return InvalidArgument("sample: " + std::to_string(out.size()) + " outputs for " +
+                           std::to_string(rows.size()) + " rows");
+  for (size_t r = 0; r < rows.size(); ++r) DI_RETURN_IF_ERROR(validate_plain_row(rows[r], r));
+  const auto V = static_cast<size_t>(vocab_size);
+  for_each_row(rows.size(), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const auto i = static_cast<size_t>(r);
+      out[i] = sample_plain_row(logits.subspan(i * V, V), rows[i]);
+    }
+  });
+  return OkStatus();
+}
 
 std::vector<float> log_softmax(std::span<const float> logits) {
   std::vector<float> out(logits.size(), kNegInf);
@@ -180,39 +272,17 @@ SampledToken Sampler::sample_row(std::span<const float> row_logits, const Sample
   }
   apply_penalties(logits, params, row.prompt_token_ids, row.output_token_ids);
 
+  const PlainSampleRow plain{params.temperature, params.top_k, params.top_p, params.min_p,
+                            row.seed, row.sequence_index, output_position};
+  result.token = draw_processed(logits, plain);
   if (params.is_greedy()) {
-    result.token = argmax_lowest_id(logits);
     if (masked && logits[static_cast<size_t>(result.token)] == kNegInf) {
       result.token = first_allowed_token(row.allowed_token_mask, vocab);  // every allowed one is -inf
     }
-  } else {
-    const float inv_t = 1.0f / params.temperature;
-    for (float& v : logits) v *= inv_t;
-    apply_min_p(logits, params.min_p);
-    apply_top_k(logits, params.top_k);
-    apply_top_p(logits, params.top_p);
-    // Exponential race over the kept tokens (scale-free, so no normalisation is needed).
-    const float m = max_finite_or_neg_inf(logits);
-    if (m == kNegInf) {
-      // Everything suppressed: deterministic fallback (id 0, or the lowest allowed id).
-      result.token =
-          masked ? first_allowed_token(row.allowed_token_mask, vocab) : argmax_lowest_id(logits);
-    } else {
-      double best_score = -1.0;
-      int32_t best = -1;
-      for (size_t t = 0; t < logits.size(); ++t) {
-        if (logits[t] == kNegInf) continue;
-        const double p = std::exp(static_cast<double>(logits[t]) - m);
-        const double e = -std::log(token_uniform(row.seed, row.sequence_index, output_position,
-                                                 static_cast<uint32_t>(t)));
-        const double score = p / e;
-        if (score > best_score) {
-          best_score = score;
-          best = static_cast<int32_t>(t);
-        }
-      }
-      result.token = best;
-    }
+  } else if (result.token < 0) {
+    // Everything suppressed: deterministic fallback (id 0, or the lowest allowed id).
+    result.token =
+        masked ? first_allowed_token(row.allowed_token_mask, vocab) : argmax_lowest_id(logits);
   }
 
   DI_CHECK(result.token >= 0) << "allowed_token_mask allows no token (Sampler::sample checks this)";
@@ -250,26 +320,14 @@ StatusOr<std::vector<SampledToken>> Sampler::sample(std::span<const float> logit
       }
     }
   }
-  // Rows are independent (a row's token depends only on its logits, params and counter-based
-  // RNG), so they run in parallel: a random row visits every token (one Philox draw, exp and log
-  // each), ~10 ms for a 129k vocabulary, which would otherwise serialise a batch's step. The pool
-  // is the sampler's own (the process-wide one may be inside the forward pass on another thread).
   std::vector<SampledToken> out(rows.size());
-  auto run = [&](int64_t begin, int64_t end) {
+  for_each_row(rows.size(), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       out[static_cast<size_t>(r)] = sample_row(
           logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(vocab_size),
                          static_cast<size_t>(vocab_size)),
           rows[static_cast<size_t>(r)]);
-  };
-  if (rows.size() < 2) {
-    run(0, static_cast<int64_t>(rows.size()));
-  } else {
-    static ThreadPool pool(0);
-    static std::mutex pool_mutex;  // one batch at a time (several engines in one process)
-    std::lock_guard<std::mutex> lock(pool_mutex);
-    pool.parallel_for(static_cast<int64_t>(rows.size()), run, 1);
-  }
+  });
   return out;
 }
 

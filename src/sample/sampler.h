@@ -89,6 +89,32 @@ class Sampler {
   SamplerOptions options_;
 };
 
+// The common case on its own: a row without mask, logit_bias, active min_tokens, penalties or
+// logprobs goes through steps 5–10 only. This is what Backend::sample computes (the CPU backend
+// calls these functions, so its result is the host sampler's, bit for bit; a device computes the
+// same definition, see docs/engine.md "Sampling on the device").
+struct PlainSampleRow {
+  float temperature = 1.0f;     // < SamplingParams::kGreedyEpsilon: greedy
+  int top_k = 0;                // 0 or -1 = off
+  float top_p = 1.0f;           // (0, 1]
+  float min_p = 0.0f;           // [0, 1]
+  uint64_t seed = 0;
+  uint32_t sequence_index = 0;
+  uint32_t output_position = 0; // number of output tokens before this one
+};
+// Whether a row with these params and `num_output_tokens` outputs so far takes the plain path
+// (Sampler::sample_row gives sample_plain_row's token for it): no structured outputs, logit_bias,
+// penalties or logprobs, and min_tokens already reached.
+bool is_plain_row(const SamplingParams& params, int64_t num_output_tokens);
+// Fields in range (the SamplingParams rules), else InvalidArgument naming row `index` and the field.
+Status validate_plain_row(const PlainSampleRow& row, size_t index);
+// One row [vocab_size] (non-empty).
+int32_t sample_plain_row(std::span<const float> row_logits, const PlainSampleRow& row);
+// logits [rows.size(), vocab_size] -> out [rows.size()]; rows run in parallel as in
+// Sampler::sample. InvalidArgument for mismatched sizes or a row out of range.
+Status sample_plain_rows(std::span<const float> logits, int64_t vocab_size,
+                         std::span<const PlainSampleRow> rows, std::span<int32_t> out);
+
 // Building blocks, exposed for tests. All act in place on one row [vocab].
 void apply_penalties(std::span<float> logits, const SamplingParams& params,
                      std::span<const int32_t> prompt_token_ids, std::span<const int32_t> output_token_ids);

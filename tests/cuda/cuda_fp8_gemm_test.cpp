@@ -33,6 +33,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/runtime.h"
 #include "common/dtypes.h"

@@ -2,6 +2,7 @@
 // random inputs with odd sizes; per-op error bound; the worst element is printed on failure.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -256,6 +257,51 @@ TEST_F(CudaOps, MoeRouteGatherScatterPool) {
   ASSERT_TRUE(cpu_->softmax_pool(vals, scs, pooled).ok());
   ASSERT_TRUE(gpu_->softmax_pool(dvals.dev, dscs.dev, dpool.dev).ok());
   expect_close("softmax_pool", pooled, dpool, 2e-6);
+}
+
+// combine_slots runs a direct kernel on CUDA; it must give the base implementation's bits (the
+// scatter_add_rows chain with owner s = i / k) — on prefill-sized S as well as odd small ones —
+// and be close to the CPU. Rope at V4 shapes (64 heads, 64 of 512 channels) and odd ones; rms_norm
+// on the widths that take the vector paths (hidden 4096, hyper-connection streams 4·4096).
+TEST_F(CudaOps, CombineSlotsRopeRmsNormAtModelShapes) {
+  for (auto [S, k, H] : {std::array<int64_t, 3>{1, 6, 4096}, {3, 1, 7}, {2049, 6, 300}}) {
+    Tensor slot_out = randn({S * k, H}), w = randn({S, k}), out = randn({S, H});
+    auto ds = on_device(slot_out), dw = on_device(w), d1 = on_device(out), d2 = on_device(out);
+    ASSERT_TRUE(gpu_->combine_slots(ds.dev, dw.dev, k, d1.dev).ok());
+    ASSERT_TRUE(gpu_->Backend::combine_slots(ds.dev, dw.dev, k, d2.dev).ok());
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    Tensor a = to_host(d1), b = to_host(d2);
+    ASSERT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << "combine_slots S=" << S << " k=" << k
+                                                            << " H=" << H << " seed " << seed_;
+    ASSERT_TRUE(cpu_->combine_slots(slot_out, w, k, out).ok());
+    expect_close("combine_slots", out, d1, 1e-6);
+  }
+  Tensor bad = randn({5, 7});
+  auto dbad = on_device(bad);
+  EXPECT_FALSE(gpu_->combine_slots(dbad.dev, dbad.dev, 2, dbad.dev).ok());  // slot_out rows != S·k
+
+  for (auto [M, N] : {std::array<int64_t, 2>{1, 4096}, {7, 16384}, {3, 2048}, {2, 2052}}) {
+    Tensor x = randn({M, N}, 2.f), w = randn({N}), out = Tensor::empty(DType::kF32, {M, N});
+    auto dx = on_device(x), dw = on_device(w), dout = on_device(out);
+    ASSERT_TRUE(cpu_->rms_norm(x, &w, 1e-6f, out).ok());
+    ASSERT_TRUE(gpu_->rms_norm(dx.dev, &dw.dev, 1e-6f, dout.dev).ok());
+    expect_close("rms_norm", out, dout, 2e-6);
+    ASSERT_TRUE(cpu_->rms_norm(x, nullptr, 1e-6f, out).ok());
+    ASSERT_TRUE(gpu_->rms_norm(dx.dev, nullptr, 1e-6f, dout.dev).ok());
+    expect_close("rms_norm (no weight)", out, dout, 2e-6);
+  }
+
+  for (auto [S, nh, D, half] : {std::array<int64_t, 4>{1, 64, 512, 32}, {5, 13, 64, 8}, {3, 1, 24, 12}}) {
+    Tensor x = randn({S, nh, D}), pos = randint({S}, 0, 70000), inv = Tensor::empty(DType::kF32, {half});
+    for (int64_t i = 0; i < half; ++i)
+      inv.data<float>()[i] = std::pow(10000.f, -2.f * float(i) / float(2 * half));
+    auto dx = on_device(x), dpos = on_device(pos), dinv = on_device(inv);
+    for (auto style : {backend::RopeStyle::kInterleavedTrailing, backend::RopeStyle::kHalfLeading}) {
+      ASSERT_TRUE(cpu_->rope(x, pos, inv, style, 1.25f, false).ok());
+      ASSERT_TRUE(gpu_->rope(dx.dev, dpos.dev, dinv.dev, style, 1.25f, false).ok());
+      expect_close("rope", x, dx, 5e-5);  // as above: sin/cos a few ulp apart
+    }
+  }
 }
 
 // V4-Flash shapes for the latency kernels: the warp router over 256 experts (every scoring;

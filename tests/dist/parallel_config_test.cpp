@@ -1,6 +1,7 @@
 // The launcher's answers to vLLM's parallelism flags: one rank runs, with or without
-// --enable-expert-parallel (the engine's world-size-1 expert-parallel path); every other
-// combination is an error naming what is missing (never silently ignored).
+// --enable-expert-parallel (the engine's world-size-1 expert-parallel path); data parallel runs
+// on enough GPUs (one process each) or as threads on the CPU; every other combination is an
+// error naming what is wrong (never silently ignored).
 #include "dist/parallel_config.h"
 
 #include <gtest/gtest.h>
@@ -30,19 +31,32 @@ TEST(ParallelFlags, OneRankWithExpertParallelRuns) {
   EXPECT_TRUE(check(1, 1, true, "cpu-reference", 0).ok());
 }
 
-TEST(ParallelFlags, EveryOtherCaseNamesWhatIsMissing) {
+TEST(ParallelFlags, DataParallelRunsOnEnoughGpusOrAsCpuThreads) {
+  // One process per GPU on cuda (rank r on cuda:r), with or without expert parallelism.
+  EXPECT_TRUE(check(1, 2, true, "cuda", 2).ok());
+  EXPECT_TRUE(check(1, 8, true, "cuda", 8).ok());
+  EXPECT_TRUE(check(1, 2, false, "cuda", 4).ok());
+  EXPECT_TRUE(check(1, 2, true, "cuda", -1).ok());  // unknown count: the ranks find out
+  // Threads of one process on the CPU (test mode).
+  EXPECT_TRUE(check(1, 2, true, "cpu", 0).ok());
+  EXPECT_TRUE(check(1, 3, false, "cpu-reference", 0).ok());
+  EXPECT_EQ(rank_device("cuda", 3), "cuda:3");
+  EXPECT_EQ(rank_device("cpu", 3), "cpu");
+}
+
+TEST(ParallelFlags, EveryOtherCaseNamesWhatIsWrong) {
   expect_error(check(0, 1, false), StatusCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got 0");
   expect_error(check(1, -2, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got -2");
-  expect_error(check(2, 1, false), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
-  expect_error(check(1, 2, true, "cuda", 1), StatusCode::kFailedPrecondition, "needs 2 GPUs (one process per GPU), this machine has 1");
-  expect_error(check(1, 4, true, "cpu", 0), StatusCode::kFailedPrecondition, "--device cpu is not a GPU");
-  expect_error(check(1, 8, true, "cuda:0", 8), StatusCode::kUnimplemented, "multi-process launch");
-  expect_error(check(1, 2, false, "cuda", -1), StatusCode::kUnimplemented, "multi-process launch");
-  // Expert parallelism does not lift the errors of world size > 1 or tensor parallelism.
-  expect_error(check(2, 1, true), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
-  expect_error(check(1, 2, true, "cuda", 2), StatusCode::kUnimplemented, "multi-process launch");
-  expect_error(check(1, 2, true, "cpu", 0), StatusCode::kFailedPrecondition, "--device cpu is not a GPU");
   expect_error(check(1, 0, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got 0");
+  expect_error(check(2, 1, false), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  // Expert parallelism does not lift the tensor-parallel error.
+  expect_error(check(2, 1, true), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  expect_error(check(2, 2, true, "cuda", 4), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  expect_error(check(1, 2, true, "cuda", 1), StatusCode::kFailedPrecondition,
+               "--data-parallel-size 2 needs 2 GPUs (one process per GPU), this machine has 1");
+  expect_error(check(1, 4, false, "cuda", 0), StatusCode::kFailedPrecondition, "this machine has 0");
+  expect_error(check(1, 2, true, "cuda:1", 8), StatusCode::kInvalidArgument, "rank r runs on cuda:r, so pass --device cuda");
+  expect_error(check(1, 2, true, "tpu", 8), StatusCode::kInvalidArgument, "--device tpu is neither a GPU");
 }
 
 }  // namespace

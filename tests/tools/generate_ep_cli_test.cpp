@@ -2,7 +2,7 @@
 // tiny DeepSeek-V4 (CPU), run as a subprocess: it takes the expert-parallel MoE path (the engine's
 // create log names the one-rank in-process communicator) and its greedy token ids equal the plain
 // run's for every prompt, in a batch. With a Llama model the flag fails naming the architecture;
-// a world size above 1 is still refused before anything loads.
+// more data-parallel ranks than GPUs are refused before anything loads.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -83,11 +83,11 @@ TEST_F(GenerateEpCli, ErrorsNameWhatIsWrong) {
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("enable_expert_parallel"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("LlamaForCausalLM"), std::string::npos) << r.output;
-  // World size 2 is still refused before loading (no multi-process launch; not a GPU).
+  // More ranks than GPUs is refused before loading (world size > 1: tools_generate_dp_cli_test).
   r = run_generate(std::string("--model ") + kModel +
-                   " --prompt 'Once' --max-tokens 2 --data-parallel-size 2 --enable-expert-parallel");
+                   " --prompt 'Once' --max-tokens 2 --data-parallel-size 64 --enable-expert-parallel --device cuda");
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_NE(r.output.find("--device cpu is not a GPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs 64 GPUs (one process per GPU)"), std::string::npos) << r.output;
 }
 
 }  // namespace

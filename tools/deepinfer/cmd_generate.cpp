@@ -16,10 +16,12 @@
 #include "common/logging.h"
 #include "deepinfer/llm.h"
 #include "dist/parallel_config.h"
+#include "engine/expert_parallel_hook.h"  // visible_gpu_count
 #include "tokenizer/chat_dsv4.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/deepinfer/cli_parse.h"
 #include "tools/deepinfer/command.h"
+#include "tools/deepinfer/generate_common.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -115,6 +117,124 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+}  // namespace
+
+namespace gen {
+
+// Everything as token ids, so prompts, ids and chat messages share one batch. `tok` may be null
+// (a model without tokenizer.json: token-id prompts only). Sets *error instead on failure.
+void encode_item(const Item& item, const tokenizer::Tokenizer* tok, std::vector<int32_t>* ids,
+                 std::string* error) {
+  if (item.has_ids) {
+    *ids = item.ids;
+    return;
+  }
+  std::string text = item.prompt;
+  bool special = true;
+  if (!item.messages.is_null()) {
+    auto chat = tokenizer::apply_chat_template(item.messages, tokenizer::ChatOptions{});
+    if (!chat.ok()) { *error = chat.status().to_string(); return; }
+    text = *chat;
+    special = false;  // the encoding carries its own BOS
+  }
+  if (tok == nullptr) {
+    *error = "the model has no tokenizer.json: use prompt_token_ids (or --tokenizer DIR)";
+    return;
+  }
+  auto enc = tok->encode(text, special);
+  if (!enc.ok()) { *error = enc.status().to_string(); return; }
+  *ids = std::move(enc).value();
+}
+
+// Prints (and writes to --output) every request in order, then the summary; the exit code.
+// outs[i]: the output of items[i] (a failed one has .error set); prompt_tokens[i]: its length.
+int report(const std::vector<Item>& items, std::vector<RequestOutput>& outs,
+           const std::vector<int64_t>& prompt_tokens, const std::string& output, bool quiet,
+           const RunSummary& summary) {
+  std::ofstream out_file;
+  if (!output.empty()) {
+    out_file.open(output);
+    if (!out_file) {
+      std::fprintf(stderr, "deepinfer generate: cannot write --output '%s'\n", output.c_str());
+      return 2;
+    }
+  }
+  const double gen_s = summary.gen_s;
+  int64_t n_prompt = 0, n_out = 0, n_failed = 0;
+  std::vector<double> ttft, tpot;
+  for (size_t i = 0; i < items.size(); ++i) {
+    RequestOutput& r = outs[i];
+    const bool failed = !r.error.empty();
+    n_failed += failed;
+    n_prompt += prompt_tokens[i];
+    const double total_s = r.metrics.finished_time - r.metrics.arrival_time;
+    size_t max_len = 0;
+    for (const auto& c : r.outputs) {
+      n_out += static_cast<int64_t>(c.token_ids.size());
+      max_len = std::max(max_len, c.token_ids.size());
+    }
+    if (!failed && r.metrics.first_token_time > 0) {
+      ttft.push_back(r.metrics.ttft());
+      if (max_len > 1) tpot.push_back((r.metrics.finished_time - r.metrics.first_token_time) / (max_len - 1));
+    }
+    nlohmann::json j;
+    j["index"] = i;
+    if (failed) j["error"] = r.error;
+    nlohmann::json seqs = nlohmann::json::array();
+    for (const auto& c : r.outputs) {
+      nlohmann::json sj{{"text", c.text}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
+      if (c.stop_reason) sj["stop_reason"] = *c.stop_reason;
+      if (!c.logprobs.empty()) {
+        nlohmann::json lp = nlohmann::json::array();
+        for (const auto& t : c.logprobs) {
+          nlohmann::json top = nlohmann::json::array();
+          for (const auto& [tid, l] : t.top_logprobs) top.push_back({tid, l});
+          lp.push_back({{"token", t.token}, {"logprob", t.logprob}, {"rank", t.rank}, {"top", top}});
+        }
+        sj["logprobs"] = lp;
+      }
+      seqs.push_back(sj);
+    }
+    j["outputs"] = seqs;
+    j["prompt_tokens"] = prompt_tokens[i];
+    j["timings"] = {{"ttft_s", r.metrics.ttft()}, {"total_s", total_s}, {"preemptions", r.metrics.num_preemptions}};
+    if (out_file) out_file << j.dump() << "\n";
+    if (!quiet) {
+      const std::string shown = items[i].has_ids ? "<" + std::to_string(prompt_tokens[i]) + " token ids>"
+                                : !items[i].messages.is_null() ? "<chat>" : items[i].prompt;
+      if (failed) {
+        std::printf("[%zu] %s\n  ERROR: %s\n", i, shown.c_str(), r.error.c_str());
+      } else {
+        for (const auto& c : r.outputs) {
+          std::printf("[%zu%s] %s%s\n  (%zu tokens, %s)\n", i, r.outputs.size() > 1 ? ("." + std::to_string(c.index)).c_str() : "",
+                      shown.c_str(), c.text.c_str(), c.token_ids.size(), c.finish_reason.c_str());
+        }
+      }
+    }
+  }
+  std::printf("\n=== deepinfer generate: %zu requests (%lld failed) ===\n", items.size(), static_cast<long long>(n_failed));
+  std::printf("model       %s (loaded in %.2f s)\n", summary.model_dir.c_str(), summary.load_s);
+  if (!summary.ranks_line.empty()) std::printf("ranks       %s\n", summary.ranks_line.c_str());
+  std::printf("tokens      %lld prompt, %lld generated in %.2f s\n", static_cast<long long>(n_prompt), static_cast<long long>(n_out), gen_s);
+  std::printf("throughput  %.1f output tok/s, %.1f total tok/s, %.2f req/s\n", gen_s > 0 ? n_out / gen_s : 0.0,
+              gen_s > 0 ? (n_prompt + n_out) / gen_s : 0.0, gen_s > 0 ? items.size() / gen_s : 0.0);
+  std::printf("TTFT        p50 %.1f ms, p99 %.1f ms\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
+  std::printf("TPOT        p50 %.2f ms, p99 %.2f ms\n", 1e3 * percentile(tpot, 0.5), 1e3 * percentile(tpot, 0.99));
+  std::printf("engine      %s\n", summary.engine_line.c_str());
+  return n_failed > 0 && n_failed == static_cast<int64_t>(items.size()) ? 1 : 0;
+}
+
+}  // namespace gen
+
+namespace {
+
+using gen::encode_item;
+using gen::Item;
+using gen::RankFlags;
+using gen::report;
+using gen::run_data_parallel;
+using gen::RunSummary;
+
 int run_generate(int argc, char** argv) {
   CLI::App app{"Offline batch generation: prompts in, text and throughput out."};
   EngineConfig cfg;
@@ -167,22 +287,30 @@ int run_generate(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "print only the summary");
   dist::ParallelFlags parallel;  // vLLM's flags; see dist/parallel_config.h for what runs
   app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "ranks per tensor-parallel group (1; not implemented above 1)");
-  app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks, one GPU each");
+  app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks: one process per GPU on cuda (rank r on cuda:r), threads on the CPU (test mode)");
   app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks (DeepSeek-V4; at one rank: the expert-parallel MoE path in process)");
+  RankFlags rank_flags;  // the launcher's, hidden (group "")
+  app.add_option("--dp-rank", rank_flags.rank, "internal: this process is that data-parallel rank")->group("");
+  app.add_option("--dp-nccl-id", rank_flags.nccl_id, "internal: the group's NCCL unique id (hex)")->group("");
+  app.add_option("--dp-results", rank_flags.results, "internal: where this rank writes its results")->group("");
   if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
-  {
-    // GPUs on this machine, counted only when more than one rank is asked for (the error names them).
+  if (rank_flags.rank < 0) {  // a rank process was checked by its launcher
+    // GPUs on this machine, counted only when more than one rank is asked for (the error names
+    // them): cudaGetDeviceCount when the build has NCCL (no context is made), else by opening them.
     int gpus = -1;
     if (parallel.world_size() > 1 && cfg.device.rfind("cuda", 0) == 0) {
-      gpus = 0;
-      while (gpus < parallel.world_size() && backend::make_backend("cuda:" + std::to_string(gpus)).ok()) ++gpus;
+      gpus = engine::visible_gpu_count();
+      if (gpus < 0) {
+        gpus = 0;
+        while (gpus < parallel.world_size() && backend::make_backend("cuda:" + std::to_string(gpus)).ok()) ++gpus;
+      }
     }
     if (Status st = dist::check_parallel_flags(parallel, cfg.device, gpus); !st.ok()) {
       std::fprintf(stderr, "deepinfer generate: %s\n", st.message().c_str());
       return 2;
     }
   }
-  cfg.enable_expert_parallel = parallel.enable_expert_parallel;  // world size 1 here (checked above)
+  cfg.enable_expert_parallel = parallel.enable_expert_parallel;
   sp.max_tokens = max_tokens;
   sp.logprobs = logprobs;
   cfg.kv_cache_memory_set = kv_opt->count() > 0;
@@ -212,13 +340,6 @@ int run_generate(int argc, char** argv) {
   if (cfg.model.empty()) cfg.model = kDefaultModel;  // DEEPINFER_MODEL_PATH overrides inside resolve
 
   // Requests: --prompt values, then --input lines.
-  struct Item {
-    std::string prompt;
-    std::vector<int32_t> ids;
-    bool has_ids = false;
-    nlohmann::json messages;
-    SamplingParams params;
-  };
   std::vector<Item> items;
   for (auto& p : prompts) items.push_back({p, {}, false, nullptr, sp});
   if (!input.empty()) {
@@ -252,6 +373,10 @@ int run_generate(int argc, char** argv) {
     return 2;
   }
 
+  if (parallel.data_parallel_size > 1 || rank_flags.rank >= 0) {
+    return run_data_parallel(argc, argv, cfg, parallel, rank_flags, items, output, quiet);
+  }
+
   const auto t_load = std::chrono::steady_clock::now();
   auto llm_or = LLM::create(cfg);
   if (!llm_or.ok()) {
@@ -266,31 +391,12 @@ int run_generate(int argc, char** argv) {
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   const tokenizer::Tokenizer* tok = llm->engine().tokenizer();
 
-  // Everything as token ids, so prompts, ids and chat messages share one batch.
   std::vector<std::vector<int32_t>> ids(items.size());
   std::vector<SamplingParams> params(items.size());
   std::vector<std::string> input_errors(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     params[i] = items[i].params;
-    if (items[i].has_ids) {
-      ids[i] = items[i].ids;
-      continue;
-    }
-    std::string text = items[i].prompt;
-    bool special = true;
-    if (!items[i].messages.is_null()) {
-      auto chat = tokenizer::apply_chat_template(items[i].messages, tokenizer::ChatOptions{});
-      if (!chat.ok()) { input_errors[i] = chat.status().to_string(); continue; }
-      text = *chat;
-      special = false;  // the encoding carries its own BOS
-    }
-    if (tok == nullptr) {
-      input_errors[i] = "the model has no tokenizer.json: use prompt_token_ids (or --tokenizer DIR)";
-      continue;
-    }
-    auto enc = tok->encode(text, special);
-    if (!enc.ok()) { input_errors[i] = enc.status().to_string(); continue; }
-    ids[i] = std::move(enc).value();
+    encode_item(items[i], tok, &ids[i], &input_errors[i]);
   }
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -333,82 +439,22 @@ int run_generate(int argc, char** argv) {
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet && tty) std::fprintf(stderr, "\n");
 
-  std::ofstream out_file;
-  if (!output.empty()) {
-    out_file.open(output);
-    if (!out_file) {
-      std::fprintf(stderr, "deepinfer generate: cannot write --output '%s'\n", output.c_str());
-      return 2;
-    }
-  }
-  int64_t n_prompt = 0, n_out = 0, n_failed = 0;
-  std::vector<double> ttft, tpot;
+  std::vector<int64_t> prompt_tokens(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    RequestOutput& r = outs[i];
-    if (!input_errors[i].empty()) {
-      r.error = input_errors[i];
-      r.outputs.assign(1, CompletionOutput{});
-      r.outputs[0].finish_reason = "error";
-    }
-    const bool failed = !r.error.empty();
-    n_failed += failed;
-    n_prompt += static_cast<int64_t>(ids[i].size());
-    const double total_s = r.metrics.finished_time - r.metrics.arrival_time;
-    size_t max_len = 0;
-    for (const auto& c : r.outputs) {
-      n_out += static_cast<int64_t>(c.token_ids.size());
-      max_len = std::max(max_len, c.token_ids.size());
-    }
-    if (!failed && r.metrics.first_token_time > 0) {
-      ttft.push_back(r.metrics.ttft());
-      if (max_len > 1) tpot.push_back((r.metrics.finished_time - r.metrics.first_token_time) / (max_len - 1));
-    }
-    nlohmann::json j;
-    j["index"] = i;
-    if (failed) j["error"] = r.error;
-    nlohmann::json seqs = nlohmann::json::array();
-    for (const auto& c : r.outputs) {
-      nlohmann::json sj{{"text", c.text}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
-      if (c.stop_reason) sj["stop_reason"] = *c.stop_reason;
-      if (!c.logprobs.empty()) {
-        nlohmann::json lp = nlohmann::json::array();
-        for (const auto& t : c.logprobs) {
-          nlohmann::json top = nlohmann::json::array();
-          for (const auto& [tid, l] : t.top_logprobs) top.push_back({tid, l});
-          lp.push_back({{"token", t.token}, {"logprob", t.logprob}, {"rank", t.rank}, {"top", top}});
-        }
-        sj["logprobs"] = lp;
-      }
-      seqs.push_back(sj);
-    }
-    j["outputs"] = seqs;
-    j["prompt_tokens"] = ids[i].size();
-    j["timings"] = {{"ttft_s", r.metrics.ttft()}, {"total_s", total_s}, {"preemptions", r.metrics.num_preemptions}};
-    if (out_file) out_file << j.dump() << "\n";
-    if (!quiet) {
-      const std::string shown = items[i].has_ids ? "<" + std::to_string(ids[i].size()) + " token ids>"
-                                : !items[i].messages.is_null() ? "<chat>" : items[i].prompt;
-      if (failed) {
-        std::printf("[%zu] %s\n  ERROR: %s\n", i, shown.c_str(), r.error.c_str());
-      } else {
-        for (const auto& c : r.outputs) {
-          std::printf("[%zu%s] %s%s\n  (%zu tokens, %s)\n", i, r.outputs.size() > 1 ? ("." + std::to_string(c.index)).c_str() : "",
-                      shown.c_str(), c.text.c_str(), c.token_ids.size(), c.finish_reason.c_str());
-        }
-      }
-    }
+    prompt_tokens[i] = static_cast<int64_t>(ids[i].size());
+    if (input_errors[i].empty()) continue;
+    outs[i].error = input_errors[i];
+    outs[i].outputs.assign(1, CompletionOutput{});
+    outs[i].outputs[0].finish_reason = "error";
   }
   const auto st = llm->engine().stats();
-  std::printf("\n=== deepinfer generate: %zu requests (%lld failed) ===\n", items.size(), static_cast<long long>(n_failed));
-  std::printf("model       %s (loaded in %.2f s)\n", llm->engine().model_dir().c_str(), load_s);
-  std::printf("tokens      %lld prompt, %lld generated in %.2f s\n", static_cast<long long>(n_prompt), static_cast<long long>(n_out), gen_s);
-  std::printf("throughput  %.1f output tok/s, %.1f total tok/s, %.2f req/s\n", gen_s > 0 ? n_out / gen_s : 0.0,
-              gen_s > 0 ? (n_prompt + n_out) / gen_s : 0.0, gen_s > 0 ? items.size() / gen_s : 0.0);
-  std::printf("TTFT        p50 %.1f ms, p99 %.1f ms\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
-  std::printf("TPOT        p50 %.2f ms, p99 %.2f ms\n", 1e3 * percentile(tpot, 0.5), 1e3 * percentile(tpot, 0.99));
-  std::printf("engine      %lld steps, %lld preemptions; kv %s\n", static_cast<long long>(st.num_steps),
-              static_cast<long long>(st.num_preemptions), st.kv_summary.c_str());
-  return n_failed > 0 && n_failed == static_cast<int64_t>(items.size()) ? 1 : 0;
+  RunSummary summary;
+  summary.model_dir = llm->engine().model_dir();
+  summary.load_s = load_s;
+  summary.gen_s = gen_s;
+  summary.engine_line = std::to_string(st.num_steps) + " steps, " + std::to_string(st.num_preemptions) +
+                        " preemptions; kv " + st.kv_summary;
+  return report(items, outs, prompt_tokens, output, quiet, summary);
 }
 
 }  // namespace

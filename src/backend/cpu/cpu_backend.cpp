@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/sampling.h"
 
 namespace deepinfer::backend {
 
@@ -70,6 +71,9 @@ class CpuBackend final : public Backend {
   }
   Status topk(const Tensor& scores, int64_t k, Tensor& ids) override {
     return cpu::topk(ctx_, scores, k, ids);
+  }
+  Status sample(const Tensor& logits, std::span<const SampleRowParams> rows, Tensor& ids) override {
+    return cpu::sample(logits, rows, ids);  // the host sampler's code (both modes)
   }
   Status moe_route(const Tensor& logits, const Tensor* bias, const Tensor* hash_ids,
                    const RouterParams& params, Tensor& ids, Tensor& weights) override {

@@ -12,6 +12,10 @@
 //     states from the empty state;
 //   * the query's state is the running merge of its super-chunk states in order, then the sink
 //     logit joins the denominator.
+// Two implementations of that structure, chosen by the call's layout only: the wide path (one
+// shared K = V head, width a multiple of 128 — V4's 512: float4 shared-memory reads, a
+// reduce-scatter of the chunk's dot products so each lane owns one key's logit and exp) and the
+// scalar path (every other layout; see attention() below).
 // A super-chunk is the unit of splitting: with few (query, head-group) blocks the super-chunks of
 // a query run in separate blocks and a second kernel merges their states in order; otherwise one
 // block walks them all. Both paths call the same merge on the same values in the same order.
@@ -56,27 +60,40 @@ __device__ __forceinline__ void merge(SoftState<kPer>& s, float m, float l, cons
   }
   const float mn = fmaxf(s.m, m);
   const float cs = expf(s.m - mn), cp = expf(m - mn);
-  s.l = s.l * cs + l * cp;
+  // Explicit roundings: the same bits whichever kernel (attention or combine) merges.
+  s.l = fmaf(s.l, cs, __fmul_rn(l, cp));
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) s.a[i] = s.a[i] * cs + a[i] * cp;
+  for (int i = 0; i < kPer; ++i) s.a[i] = fmaf(s.a[i], cs, __fmul_rn(a[i], cp));
   s.m = mn;
 }
 
-// out[c] for the lane's channels: the state with the sink logit in the denominator.
+// The factor cs on the state's values and the denominator once the sink logit joins; false when
+// the output is zeros (no key, or nothing to normalize by).
 template <int kPer>
-__device__ __forceinline__ void finish(const SoftState<kPer>& s, const float* sink, bool any_key,
-                                       int lane, int64_t Dv, float* o) {
-  float mf = s.m, cs = 1.f, total = s.l;
+__device__ __forceinline__ bool finish_scale(const SoftState<kPer>& s, const float* sink,
+                                             bool any_key, float& cs, float& total) {
+  float mf = s.m;
+  cs = 1.f;
+  total = s.l;
   if (sink) {
     mf = fmaxf(s.m, *sink);
     cs = s.m == -INFINITY ? 0.f : expf(s.m - mf);
-    total = s.l * cs + expf(*sink - mf);
+    total = fmaf(s.l, cs, expf(*sink - mf));
   }
-  const bool ok = any_key && s.m != -INFINITY && total > 0.f;
+  return any_key && s.m != -INFINITY && total > 0.f;
+}
+
+// out[c] for the lane's channels (c = lane + 32·i): the state with the sink logit in the
+// denominator.
+template <int kPer>
+__device__ __forceinline__ void finish(const SoftState<kPer>& s, const float* sink, bool any_key,
+                                       int lane, int64_t Dv, float* o) {
+  float cs, total;
+  const bool ok = finish_scale(s, sink, any_key, cs, total);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int64_t c = lane + 32 * i;
-    if (c < Dv) o[c] = ok ? (s.a[i] * cs) / total : 0.f;
+    if (c < Dv) o[c] = ok ? __fdiv_rn(__fmul_rn(s.a[i], cs), total) : 0.f;
   }
 }
 
@@ -249,6 +266,256 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(Args p) {
          p.out + (s * p.nH + h) * p.Dv);
 }
 
+// ---- The wide path: D and Dv multiples of 128 (V4: 512) ----
+//
+// Lane l holds channels 4·l + 128·i + j (i < kP4, j < 4) of q and of the value sums, so a K or V
+// row is read from shared memory as float4s; a warp serves kHW heads, so each float4 read feeds
+// 4·kHW FMAs. Per chunk and head:
+//   * each lane sums its channels' products for every key of the chunk (i ascending, j
+//     ascending), then a reduce-scatter butterfly per 16 keys (16 shuffles) leaves lane r with
+//     key r's dot product; logit_r = dot · scale, −inf for an invalid key or r >= n;
+//   * m = max over the warp, p_r = exp(logit_r − m) (one expf per lane), l = Σ p_r by the xor
+//     butterfly (offsets 16, 8, 4, 2, 1);
+//   * a[c] = Σ_r p_r · v_r[c], r ascending (one fma chain per channel).
+// Every head runs exactly these operations whatever kHW, the grid or the split, so the result of
+// a (query, head) depends only on its own inputs. Chunk → super-chunk → query merges as above.
+constexpr unsigned kFull = 0xffffffffu;
+
+// One step of the reduce-scatter: v[0..2·O) → v[0..O); the lane keeps the half its bit O selects
+// and adds its partner's partial sums of that half.
+template <int O, int N>
+__device__ __forceinline__ void reduce_scatter_step(float (&v)[N], int lane) {
+  const bool up = (lane & O) != 0;
+#pragma unroll
+  for (int k = 0; k < O; ++k) {
+    const float send = up ? v[k] : v[k + O];
+    const float keep = up ? v[k + O] : v[k];
+    v[k] = __fadd_rn(keep, __shfl_xor_sync(kFull, send, O));
+  }
+}
+
+// v[0..16) per lane (lane L: its partial sums for 16 keys) → the total of key lane % 16 in lanes
+// L and L ^ 16: steps 8, 4, 2, 1 (after step O, v[k] is the key whose bits below O are k and the
+// others the lane's), each over a half-warp, then the two half-warps' sums are added (15 + 1
+// shuffles for 16 keys).
+__device__ __forceinline__ float reduce_scatter16(float (&v)[kChunk / 2], int lane) {
+  reduce_scatter_step<8>(v, lane);
+  reduce_scatter_step<4>(v, lane);
+  reduce_scatter_step<2>(v, lane);
+  reduce_scatter_step<1>(v, lane);
+  return __fadd_rn(v[0], __shfl_xor_sync(kFull, v[0], 16));
+}
+
+template <int kP4, int kHW, bool kSplit>
+__global__ void __launch_bounds__(kThreads) attention_wide_kernel(Args p) {
+  constexpr int kPer = 4 * kP4;  // channels per lane
+  extern __shared__ float4 smem4[];  // K chunk [kChunk][D], then V chunk [kChunk][Dv] unless shared
+  __shared__ int32_t ids_s[kChunk];
+  __shared__ float4 ps[kHeads][kHW][kChunk / 4];  // a warp's weights p_r per head
+  float* smem = reinterpret_cast<float*>(smem4);
+  const bool kv_shared = p.k == p.v && p.D == p.Dv;
+  const float4* ks = smem4;
+  const float4* vs = kv_shared ? smem4 : smem4 + kChunk * p.D / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bx = blockIdx.x;
+  const int64_t g = bx % p.groups, kvh = (bx / p.groups) % p.nKV, s = bx / (p.groups * p.nKV);
+  const int64_t per_kv = p.nH / p.nKV;
+  const int64_t hl0 = (g * kHeads + warp) * kHW;  // first head of this warp within the KV head
+  const bool active = hl0 < per_kv;
+  int64_t h[kHW];
+#pragma unroll
+  for (int t = 0; t < kHW; ++t) h[t] = kvh * per_kv + (hl0 + t < per_kv ? hl0 + t : 0);
+  const int D4 = static_cast<int>(p.D / 4), Dv4 = static_cast<int>(p.Dv / 4);
+
+  int64_t begin = p.key_offsets[s], end = p.key_offsets[s + 1];
+  if (begin < 0 || end < begin || end > p.nnz) {
+    if (threadIdx.x == 0) set_error(p.error_flag, kErrKeyOffsets);
+    begin = end = 0;
+  }
+  const int64_t n_super = (end - begin + kChunk * kSuper - 1) / (kChunk * kSuper);
+  int64_t sc_begin = 0, sc_end = n_super;
+  if (kSplit) {
+    sc_begin = blockIdx.y;
+    sc_end = sc_begin + 1;
+    if (sc_begin >= n_super) return;  // the whole block: n_super is uniform
+  }
+
+  float4 qv[kHW][kP4];
+#pragma unroll
+  for (int t = 0; t < kHW; ++t) {
+    const float* qh = p.q + (s * p.nH + h[t]) * p.D;
+#pragma unroll
+    for (int i = 0; i < kP4; ++i) {
+      const int64_t c = 4 * lane + 128 * i;
+      qv[t][i] = c < p.D ? make_float4(qh[c], qh[c + 1], qh[c + 2], qh[c + 3])
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  SoftState<kPer> total[kHW], sup[kHW];
+#pragma unroll
+  for (int t = 0; t < kHW; ++t) total[t].clear();
+  for (int64_t sc = sc_begin; sc < sc_end; ++sc) {
+#pragma unroll
+    for (int t = 0; t < kHW; ++t) sup[t].clear();
+    for (int c = 0; c < kSuper; ++c) {
+      const int64_t kb = begin + (sc * kSuper + c) * kChunk;
+      if (kb >= end) break;
+      const int n = static_cast<int>(end - kb < kChunk ? end - kb : kChunk);
+      __syncthreads();  // the previous chunk's readers are done
+      if (threadIdx.x < n) {
+        int32_t j = p.key_ids[kb + threadIdx.x];
+        if (j < 0 || j >= p.T) {
+          set_error(p.error_flag, kErrKeyId);
+          j = -1;
+        }
+        ids_s[threadIdx.x] = j;
+      }
+      __syncthreads();
+      const bool vec = (reinterpret_cast<uintptr_t>(p.k) % 16 == 0) &&
+                       (reinterpret_cast<uintptr_t>(p.v) % 16 == 0);
+      if (vec) {
+        stage_rows<true>(p.k, ids_s, n, p.nKV, kvh, p.D, smem);
+        if (!kv_shared) stage_rows<true>(p.v, ids_s, n, p.nKV, kvh, p.Dv, smem + kChunk * p.D);
+      } else {
+        stage_rows<false>(p.k, ids_s, n, p.nKV, kvh, p.D, smem);
+        if (!kv_shared) stage_rows<false>(p.v, ids_s, n, p.nKV, kvh, p.Dv, smem + kChunk * p.D);
+      }
+      __syncthreads();
+      if (!active) continue;
+      // Logits: lane r ends with key r's. Two halves of 16 keys: lanes < 16 keep the first's.
+      float pr[kHW], m[kHW];
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) pr[t] = 0.f;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        if (16 * half >= n) break;
+        float part[kHW][kChunk / 2];
+#pragma unroll
+        for (int rr = 0; rr < kChunk / 2; ++rr) {
+          const int r = 16 * half + rr;
+#pragma unroll
+          for (int t = 0; t < kHW; ++t) part[t][rr] = 0.f;
+          if (r < n) {
+#pragma unroll
+            for (int i = 0; i < kP4; ++i) {
+              if (128 * i < p.D) {
+                const float4 kk = ks[r * D4 + lane + 32 * i];
+#pragma unroll
+                for (int t = 0; t < kHW; ++t) {
+                  float x = part[t][rr];
+                  x = fmaf(qv[t][i].x, kk.x, x);
+                  x = fmaf(qv[t][i].y, kk.y, x);
+                  x = fmaf(qv[t][i].z, kk.z, x);
+                  part[t][rr] = fmaf(qv[t][i].w, kk.w, x);
+                }
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < kHW; ++t) {
+          const float dot = reduce_scatter16(part[t], lane);
+          if ((lane >> 4) == half) pr[t] = dot;
+        }
+      }
+      const bool valid = lane < n && ids_s[lane < n ? lane : 0] >= 0;
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) {
+        pr[t] = valid ? __fmul_rn(pr[t], p.scale) : -INFINITY;  // the logit for now
+        m[t] = pr[t];
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1)
+#pragma unroll
+        for (int t = 0; t < kHW; ++t) m[t] = fmaxf(m[t], __shfl_xor_sync(kFull, m[t], o));
+      float l[kHW];
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) {
+        pr[t] = pr[t] == -INFINITY ? 0.f : expf(pr[t] - m[t]);
+        l[t] = pr[t];
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1)
+#pragma unroll
+        for (int t = 0; t < kHW; ++t) l[t] = __fadd_rn(l[t], __shfl_xor_sync(kFull, l[t], o));
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) reinterpret_cast<float*>(ps[warp][t])[lane] = pr[t];
+      __syncwarp();
+      // Weighted values, keys in order.
+      float a[kHW][kPer];
+#pragma unroll
+      for (int t = 0; t < kHW; ++t)
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) a[t][i] = 0.f;
+#pragma unroll
+      for (int r4 = 0; r4 < kChunk / 4; ++r4) {
+        if (4 * r4 >= n) break;
+        float4 w[kHW];
+#pragma unroll
+        for (int t = 0; t < kHW; ++t) w[t] = ps[warp][t][r4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = 4 * r4 + u;
+          if (r < n) {
+#pragma unroll
+            for (int i = 0; i < kP4; ++i) {
+              if (128 * i < p.Dv) {
+                const float4 vv = vs[r * Dv4 + lane + 32 * i];
+#pragma unroll
+                for (int t = 0; t < kHW; ++t) {
+                  const float pw = u == 0 ? w[t].x : u == 1 ? w[t].y : u == 2 ? w[t].z : w[t].w;
+                  a[t][4 * i + 0] = fmaf(pw, vv.x, a[t][4 * i + 0]);
+                  a[t][4 * i + 1] = fmaf(pw, vv.y, a[t][4 * i + 1]);
+                  a[t][4 * i + 2] = fmaf(pw, vv.z, a[t][4 * i + 2]);
+                  a[t][4 * i + 3] = fmaf(pw, vv.w, a[t][4 * i + 3]);
+                }
+              }
+            }
+          }
+        }
+      }
+      __syncwarp();  // ps is rewritten by the next chunk
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) merge(sup[t], m[t], l[t], a[t]);
+    }
+    if (!kSplit) {
+#pragma unroll
+      for (int t = 0; t < kHW; ++t) merge(total[t], sup[t].m, sup[t].l, sup[t].a);
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int t = 0; t < kHW; ++t) {
+    if (hl0 + t >= per_kv) break;
+    if (kSplit) {
+      float* part = p.parts + ((s * p.nH + h[t]) * p.max_super + sc_begin) * (2 + p.Dv);
+      if (lane == 0) {
+        part[0] = sup[t].m;
+        part[1] = sup[t].l;
+      }
+#pragma unroll
+      for (int i = 0; i < kP4; ++i) {
+        const int64_t c = 4 * lane + 128 * i;
+        if (c < p.Dv)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) part[2 + c + j] = sup[t].a[4 * i + j];
+      }
+      continue;
+    }
+    float cs, tot;
+    const bool ok = finish_scale(total[t], p.sinks ? p.sinks + h[t] : nullptr, end > begin, cs, tot);
+    float* o = p.out + (s * p.nH + h[t]) * p.Dv;
+#pragma unroll
+    for (int i = 0; i < kP4; ++i) {
+      const int64_t c = 4 * lane + 128 * i;
+      if (c < p.Dv)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          o[c + j] = ok ? __fdiv_rn(__fmul_rn(total[t].a[4 * i + j], cs), tot) : 0.f;
+    }
+  }
+}
+
 // One warp per (query, head): merges the super-chunk states in order, then the sink.
 template <int kPer>
 __global__ void __launch_bounds__(128) combine_kernel(Args p, int64_t S) {
@@ -302,6 +569,24 @@ void launch(const Args& a, int64_t S, bool split, cudaStream_t st) {
   }
 }
 
+template <int kP4>
+void launch_wide(Args a, int64_t S, bool split, cudaStream_t st) {
+  // One head per warp (kHW = 1): with two, the D = 512 kernel spills (255 registers).
+  static size_t allowed_split = 0, allowed_whole = 0;  // per instantiation
+  const bool kv_shared = a.k == a.v && a.D == a.Dv;
+  const size_t smem = sizeof(float) * kChunk * (a.D + (kv_shared ? 0 : a.Dv));
+  const unsigned bx = static_cast<unsigned>(S * a.nKV * a.groups);
+  if (split) {
+    allow_smem(attention_wide_kernel<kP4, 1, true>, smem, allowed_split);
+    attention_wide_kernel<kP4, 1, true>
+        <<<dim3(bx, static_cast<unsigned>(a.max_super)), kThreads, smem, st>>>(a);
+    combine_kernel<kP4 * 4><<<grid_for(S * a.nH, 4), 128, 0, st>>>(a, S);
+  } else {
+    allow_smem(attention_wide_kernel<kP4, 1, false>, smem, allowed_whole);
+    attention_wide_kernel<kP4, 1, false><<<bx, kThreads, smem, st>>>(a);
+  }
+}
+
 }  // namespace
 
 int64_t attention_parts_floats(int64_t S, int64_t nH, int64_t nKV, int64_t Dv,
@@ -325,6 +610,18 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ke
          (nH / nKV + kHeads - 1) / kHeads, scale, out, parts,
          (max_keys + kChunk * kSuper - 1) / (kChunk * kSuper), error_flag};
   const bool split = parts != nullptr;
+  // The wide path: one shared K = V head whose width is a multiple of 128 (V4: 512). On the H200
+  // it failed the CPU comparison with two KV heads and separate K/V (D 256, Dv 128; session 4,
+  // cuda_attention_test WideGqaAndOddHeadCountsMatchCpu), so every other layout takes the scalar
+  // path until that is fixed. The choice depends on the call's layout only, never on the batch.
+  if (D % 128 == 0 && D == Dv && nKV == 1 && k == v) {
+    const int64_t p4 = std::max(D, Dv) / 128;
+    if (p4 <= 1) launch_wide<1>(a, S, split, s);
+    else if (p4 <= 2) launch_wide<2>(a, S, split, s);
+    else if (p4 <= 4) launch_wide<4>(a, S, split, s);
+    else launch_wide<8>(a, S, split, s);
+    return;
+  }
   const int64_t per = (std::max(D, Dv) + 31) / 32;
   if (per <= 1) launch<1>(a, S, split, s);
   else if (per <= 2) launch<2>(a, S, split, s);

@@ -1,14 +1,19 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/dequant.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/gemv.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sampling.h"
+#include "backend/sample_checks.h"
 
 namespace deepinfer::cuda {
 
@@ -317,6 +322,19 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     const Status s = fp8_linear(*st_->fp8, x, w, out, groups, stream());
     if (s.code() != StatusCode::kUnimplemented) return s.ok() ? launched(op) : s;
   }  // shapes it refuses fall through
+  // Decode-sized M: the streaming GEMV (gemv.cu; the weight read once per tile of x rows staged
+  // in shared memory, many 16-byte loads in flight). Its bits do not depend on M either, but they
+  // differ from the tensor-core kernel's, so --batch-invariant keeps one kernel for every M.
+  if (!st_->batch_invariant && M <= kernels::kGemvMaxRows &&
+      kernels::gemv_supported(fmt, K, fmt != 0, w.block_cols)) {
+    const int64_t mt = kernels::gemv_tile_rows(M, K);
+    if ((M + mt - 1) / mt <= 2) {  // the weight read at most twice (K ≤ 6400 at M = 8)
+      kernels::gemv_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                           scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
+                           out.data<float>(), stream());
+      return launched(op);
+    }
+  }
   // Tensor cores (linear_tc.cu) wherever the layout allows: for every M with --batch-invariant
   // (the kernel's bits do not depend on M), else from tc_min_rows rows. Below that the weight-only
   // kernel is faster (H200, bench_ops --tc-m): bf16 at one row (it streams the head at ~70 % of
@@ -362,6 +380,7 @@ struct ProjectionTable {
   int fmt = -1;
   bool scale_f32 = false;
   bool tc = false;  // every expert's rows 16-byte aligned: the tensor-core grouped GEMM can read it
+  bool gemv_vec = false;  // every expert's rows 16-byte aligned (the GEMV's vector loads)
   int64_t N = 0, K = 0, br = 1, bc = 1;
 };
 struct ExpertTables {
@@ -391,6 +410,8 @@ StatusOr<ProjectionTable> make_table(const std::vector<backend::Weight>& ws, cud
   t.tc = t.fmt >= 0 && t.fmt <= 2 && row_bytes % 16 == 0 &&
          (!w0.scale.defined() || t.bc % 32 == 0);
   for (const void* p : wp) t.tc = t.tc && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  t.gemv_vec = t.fmt >= 0 && (t.fmt == 3 ? 4 * t.K : row_bytes) % 16 == 0;
+  for (const void* p : wp) t.gemv_vec = t.gemv_vec && reinterpret_cast<uintptr_t>(p) % 16 == 0;
   if (w0.scale.defined()) t.tc = t.tc && w0.scale.numel() < (int64_t{1} << 31);
   if (w0.scale.defined() && ((t.fmt != 1 && t.fmt != 2) || t.bc % (t.fmt == 1 ? 16 : 32) != 0))
     return Unimplemented("expert scale layout");
@@ -481,6 +502,37 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     DI_RETURN_IF_ERROR(launched("moe_experts"));
     return combine_slots(slot_out, weights, k, out);
   }
+  // Decode-sized batches: slots grouped by expert on the device, then the streaming GEMV reads
+  // each selected expert's weights once for all the tokens routed to it (gemv_experts.cu).
+  const bool gemv_experts =
+      E_all <= 1024 && kernels::gemv_supported(g.fmt, H, g.s.size() > 0, g.bc) &&
+      kernels::gemv_supported(d.fmt, I, d.s.size() > 0, d.bc);
+  if (few_slots && gemv_experts) {
+    const int64_t E = E_all;
+    DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
+    int32_t* perm = grp.data<int32_t>();
+    int32_t* row_off = perm + slots;
+    int32_t* act_off = row_off + E + 1;  // tile_rows ≥ slots: one "tile" per active expert
+    kernels::moe_group(ids.data<int32_t>(), slots, E, static_cast<int>(std::max<int64_t>(slots, 1)),
+                       perm, row_off, act_off, flag_of(st_->error_flag), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
+    DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
+    kernels::gemv_experts(g.fmt, x.data<float>(), k, perm, row_off, act_off, slots, E,
+                          static_cast<const void* const*>(g.w.data()),
+                          static_cast<const void* const*>(g.s.data()), g.scale_f32, g.gemv_vec,
+                          2 * I, H, g.br, g.bc, gu.data<float>(), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
+    DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
+    DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
+    kernels::gemv_experts(d.fmt, act.data<float>(), 1, perm, row_off, act_off, slots, E,
+                          static_cast<const void* const*>(d.w.data()),
+                          static_cast<const void* const*>(d.s.data()), d.scale_f32, d.gemv_vec, H,
+                          I, d.br, d.bc, slot_out.data<float>(), stream());
+    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    return combine_slots(slot_out, weights, k, out);
+  }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
   kernels::linear_slots(g.fmt, x.data<float>(), k, ids.data<int32_t>(), slots,
                         experts.num_experts(), static_cast<const void* const*>(g.w.data()),
@@ -508,6 +560,9 @@ Status CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, T
 Status CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq,
                          backend::RopeStyle style, float mscale, bool inverse) {
   DI_ASSIGN_OR_RETURN(const auto d, check_rope(x, positions, inv_freq));
+  if (d.half > kernels::kRopeMaxHalf)
+    return InvalidArgument("rope: rotary width " + std::to_string(2 * d.half) + " exceeds the CUDA kernel's " +
+                           std::to_string(2 * kernels::kRopeMaxHalf));
   kernels::rope(x.data<float>(), positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
                 d.half, style == backend::RopeStyle::kInterleavedTrailing, mscale, inverse,
                 stream());
@@ -605,6 +660,22 @@ Status CudaBackend::gather_rows(const Tensor& src, const Tensor& ids, Tensor& ou
   return launched("gather_rows");
 }
 
+Status CudaBackend::combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k,
+                                  Tensor& out) {
+  if (k < 1 || out.rank() != 2)
+    return InvalidArgument("combine_slots: want k >= 1 and out [S, H]; got k = " + std::to_string(k) +
+                           ", out " + out.describe());
+  const int64_t S = out.dim(0), H = out.dim(1);
+  DI_RETURN_IF_ERROR(check_tensor("combine_slots", "slot_out", slot_out, DType::kF32, {S * k, H}));
+  if (weights.dtype() != DType::kF32 || weights.numel() != S * k)
+    return InvalidArgument("combine_slots: weights must be F32 with S·k = " + std::to_string(S * k) +
+                           " elements; got " + weights.describe());
+  if (out.dtype() != DType::kF32) return InvalidArgument("combine_slots: out must be F32; got " + out.describe());
+  kernels::combine_slots(slot_out.data<float>(), weights.data<float>(), S, k, H, out.data<float>(),
+                         stream());
+  return launched("combine_slots");
+}
+
 Status CudaBackend::scatter_add_rows(const Tensor& src, const Tensor& ids, const Tensor* weights,
                                      Tensor& out) {
   DI_ASSIGN_OR_RETURN(const auto d, check_scatter_add_rows(src, ids, weights, out));
@@ -652,6 +723,28 @@ Status CudaBackend::copy(const Tensor& src, Tensor& dst) {
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(),
                                           cudaMemcpyDeviceToDevice, stream()));
   return OkStatus();
+}
+
+// The row parameters go to the device as they are: same layout on both sides.
+static_assert(sizeof(kernels::SampleRow) == sizeof(backend::SampleRowParams) &&
+                  offsetof(kernels::SampleRow, seed) == offsetof(backend::SampleRowParams, seed) &&
+                  offsetof(kernels::SampleRow, output_position) ==
+                      offsetof(backend::SampleRowParams, output_position),
+              "kernels::SampleRow must mirror backend::SampleRowParams");
+
+Status CudaBackend::sample(const Tensor& logits, std::span<const backend::SampleRowParams> rows,
+                           Tensor& ids) {
+  DI_ASSIGN_OR_RETURN(const auto d, check_sample(logits, rows, ids));
+  if (d.S == 0) return OkStatus();
+  const auto bytes = static_cast<int64_t>(rows.size_bytes());
+  DI_ASSIGN_OR_RETURN(Tensor params, empty(DType::kU8, {bytes}));
+  // Pageable source: staged before the call returns (as upload()), so `rows` may go away.
+  DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params.raw(), rows.data(), rows.size_bytes(),
+                                          cudaMemcpyHostToDevice, stream()));
+  kernels::sample_rows(logits.data<float>(), d.S, d.V,
+                       static_cast<const kernels::SampleRow*>(params.raw()), ids.data<int32_t>(),
+                       stream());
+  return launched("sample");
 }
 
 }  // namespace deepinfer::cuda

@@ -91,6 +91,8 @@ class CudaBackend : public backend::Backend {
   Status swiglu(const backend::Tensor& gate_up, float limit, backend::Tensor& out) override;
   Status gather_rows(const backend::Tensor& src, const backend::Tensor& ids,
                      backend::Tensor& out) override;
+  Status combine_slots(const backend::Tensor& slot_out, const backend::Tensor& weights, int64_t k,
+                       backend::Tensor& out) override;
   Status scatter_add_rows(const backend::Tensor& src, const backend::Tensor& ids,
                           const backend::Tensor* weights, backend::Tensor& out) override;
   Status hc_coeffs(const backend::Tensor& mix, const backend::Tensor& base,
@@ -102,6 +104,9 @@ class CudaBackend : public backend::Backend {
                    const backend::Tensor& comb, backend::Tensor& out) override;
   Status add(const backend::Tensor& a, const backend::Tensor& b, backend::Tensor& out) override;
   Status copy(const backend::Tensor& src, backend::Tensor& dst) override;
+  // Sampling on the device (sampling.h): one block per row; only the ids need to leave the GPU.
+  Status sample(const backend::Tensor& logits, std::span<const backend::SampleRowParams> rows,
+                backend::Tensor& ids) override;
   Status compressor_slots(const backend::Tensor& kv, const backend::Tensor& gate,
                           const backend::Tensor& ape, const backend::Tensor* overlap_kv,
                           const backend::Tensor* overlap_gate, int64_t m, backend::Tensor& values,

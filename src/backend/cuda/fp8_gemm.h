@@ -23,9 +23,13 @@
 #include <map>
 #include <memory>
 
-#include "backend/backend.h"
+#include "backend/tensor.h"
 #include "backend/cuda/fp8_gemm_plan.h"
 #include "backend/cuda/runtime.h"
+
+namespace deepinfer::backend {
+struct Weight;
+}  // namespace deepinfer::backend
 
 namespace deepinfer::cuda {
 
@@ -80,7 +84,7 @@ class Fp8Gemm {
   std::map<std::array<int64_t, 8>, cublasLtMatmulAlgo_t> algos_;
 };
 
-// The product on backend tensors, with the checks a caller (CudaBackend::linear) needs:
+// The product on backend tensors (fp8_linear.cpp), with the checks a caller (CudaBackend::linear) needs:
 //   x [M, G·K] F32, w.w [G·N, K] F8_E4M3 with w.scale [ceil(G·N/128), K/128] F8_E8M0 or F32 and
 //   block 128×128, out [M, G·N] F32, all on the device. InvalidArgument for inconsistent shapes
 //   or dtypes, Unimplemented for what the FP8 path does not take (the caller falls back).

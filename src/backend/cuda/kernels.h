@@ -33,6 +33,8 @@ const char* error_code_name(int32_t code);
 // y[M,N] = x · rsqrt(mean(x²) + eps) (· w[N] if non-null). In place allowed.
 void rms_norm(const float* x, const float* w, int64_t M, int64_t N, float eps, float* y,
               cudaStream_t s);
+// Rotary width limit of the rope kernel (cos/sin of one token's frequencies in shared memory).
+constexpr int64_t kRopeMaxHalf = 512;
 // In place on x[S, nh, D]; half = r/2 pairs. interleaved_trailing: DeepSeek layout, else
 // rotate-half on the leading r channels.
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
@@ -84,6 +86,10 @@ size_t attention_smem_bytes(int64_t D, int64_t Dv, bool kv_shared);
 void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,
                  int64_t H, float* out, int32_t* error_flag, int32_t error_code, cudaStream_t s);
 // out[ids[i]] += w[i] · src[i], in order of i (deterministic: one thread per column).
+// out[s, c] += w[s·k + j] · slot_out[s·k + j, c] for j = 0..k−1 in order: scatter_add_rows with
+// owner s = i / k, element for element (one thread per (s, c) instead of one per column).
+void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H, float* out,
+                   cudaStream_t s);
 void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s);
 // Batch-invariant grouped GEMM (backend.h matmul semantics): out [M, G·N], x [M, G·K],

@@ -283,6 +283,31 @@ tc_kernel(const TcArgs p) {
     }
   const int spb = static_cast<int>(p.bc / kBK);          // stages per scale block
   const int32_t kb0 = static_cast<int32_t>(k_begin / p.bc);  // first scale block of this split
+  // Raw scale words (f32 bits or the ue8m0 byte), decoded only when a block starts using them.
+  uint32_t scl_next[kNF][2];
+  auto load_scales = [&](int32_t kb, uint32_t (&dst)[kNF][2]) {
+#pragma unroll
+    for (int nf = 0; nf < kNF; ++nf)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t v = 0;
+        if (srow[nf][j] >= 0) {
+          const int32_t idx = srow[nf][j] + kb;
+          v = p.scale_f32 ? __float_as_uint(static_cast<const float*>(sc)[idx])
+                          : static_cast<uint32_t>(static_cast<const uint8_t*>(sc)[idx]);
+        }
+        dst[nf][j] = v;
+      }
+  };
+  auto use_scales = [&](const uint32_t (&raw)[kNF][2]) {
+#pragma unroll
+    for (int nf = 0; nf < kNF; ++nf)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        scl[nf][j] = srow[nf][j] < 0 ? 0.f
+                     : p.scale_f32 ? __uint_as_float(raw[nf][j])
+                                   : ue8m0_f32(static_cast<uint8_t>(raw[nf][j]));
+  };
 
   auto compute = [&](int s, float (&c)[MF][kNF][4]) {
     const uint8_t* bsrc = braw + (s % kStages) * BN * BROW;
@@ -344,20 +369,13 @@ tc_kernel(const TcArgs p) {
     __syncthreads();               // everyone's copies + term buffer i visible; stage i-1 consumed
     issue(i + kStages - 1);
     if constexpr (kScaled) {
-      if (i % spb == 0) {  // first stage of a scale block: fetch this thread's column scales
-        const int32_t kb = kb0 + i / spb;
-#pragma unroll
-        for (int nf = 0; nf < kNF; ++nf)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            float v = 0.f;
-            if (srow[nf][j] >= 0) {
-              const int32_t idx = srow[nf][j] + kb;
-              v = p.scale_f32 ? static_cast<const float*>(sc)[idx]
-                              : ue8m0_f32(static_cast<const uint8_t*>(sc)[idx]);
-            }
-            scl[nf][j] = v;
-          }
+      // Scales are loaded one scale block ahead into registers (scl_next), so the global load's
+      // latency is hidden behind a block of MMAs instead of stalling its first stage.
+      if (i % spb == 0) {
+        const int blk = i / spb;
+        if (blk == 0) load_scales(kb0, scl_next);
+        use_scales(scl_next);
+        if ((blk + 1) * spb < nst) load_scales(kb0 + blk + 1, scl_next);
       }
     }
     compute(i, part);

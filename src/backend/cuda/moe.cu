@@ -142,6 +142,21 @@ __global__ void scatter_add_kernel(const float* src, const int32_t* ids, const f
   }
 }
 
+// The same update as scatter_add_kernel's `out[id] += w[i] * src[i]`, for the rows i = s·k + j
+// of one owner s in order; the running value stays in a register between the k updates.
+__global__ void combine_slots_kernel(const float* src, const float* w, int64_t S, int64_t k, int64_t H,
+                                     float* out) {
+  const int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t s = blockIdx.x;
+  if (c >= H || s >= S) return;
+  float acc = out[s * H + c];
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t i = s * k + j;
+    acc += w[i] * src[i * H + c];
+  }
+  out[s * H + c] = acc;
+}
+
 __global__ void softmax_pool_kernel(const float* values, const float* scores, int64_t n,
                                     int64_t L, int64_t d, float* out) {
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -186,6 +201,13 @@ void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int6
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s) {
   if (H > 0 && M > 0)
     scatter_add_kernel<<<grid_for(H, 128), 128, 0, s>>>(src, ids, w, M, N, H, out, error_flag);
+}
+
+void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H, float* out,
+                   cudaStream_t s) {
+  if (S <= 0 || H <= 0 || k <= 0) return;
+  const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>((H + 127) / 128));  // H ≤ 8.3 M
+  combine_slots_kernel<<<grid, 128, 0, s>>>(slot_out, w, S, k, H, out);
 }
 
 void softmax_pool(const float* values, const float* scores, int64_t n, int64_t L, int64_t d,

@@ -43,7 +43,8 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(
     DI_RETURN_IF_ERROR(ep->validate(static_cast<int>(m->dims_.L), static_cast<int>(m->dims_.E)));
     for (int l = 0; l < m->dims_.L; ++l) {
       DI_ASSIGN_OR_RETURN(dist::ExpertMap map, dist::expert_map_for_layer(ep->placement, l));
-      DI_ASSIGN_OR_RETURN(auto moe, dist::ExpertParallelMoe::create(ep->comm, std::move(map), ep->choice));
+      DI_ASSIGN_OR_RETURN(auto moe, dist::ExpertParallelMoe::create(ep->comm, std::move(map), ep->choice,
+                                                                    ep->load_recorder, l));
       m->ep_layers_.push_back(std::move(moe));
     }
   }
@@ -134,6 +135,7 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
   DI_EMPTY(logits, be, DType::kF32, {rows, d.V});
   DI_RETURN_IF_ERROR(be.linear(hn, w_->head, logits));
+  if (logits_on_device_) return logits;  // the engine samples on the device
   return to_host(be, logits);  // the sampler reads host logits
 }
 
@@ -149,6 +151,37 @@ Status DeepseekV4Model::expert_parallel_idle_step() {
   for (int layer = 0; layer < d.L; ++layer)
     DI_RETURN_IF_ERROR(ep_layers_[layer].forward(be, w_->layers[layer].moe.experts, x, ids, w,
                                                  d.swiglu_limit, out));
+  return OkStatus();
+}
+
+Status DeepseekV4Model::apply_expert_placement(const dist::ExpertPlacement& placement,
+                                               const std::string& dir,
+                                               const io::ModelConfig& model_config) {
+  if (ep_layers_.empty())
+    return FailedPrecondition("deepseek_v4: apply_expert_placement without an expert-parallel context");
+  if (!model_config.is_deepseek_v4() ||
+      model_config.deepseek_v4().num_hidden_layers != dims_.L ||
+      model_config.deepseek_v4().n_routed_experts != dims_.E)
+    return InvalidArgument("deepseek_v4: apply_expert_placement: the config of " + dir +
+                           " is not the one this model was loaded with");
+  const dist::ExpertParallelContext ctx{ep_layers_[0].comm(), placement, ep_layers_[0].choice()};
+  DI_RETURN_IF_ERROR(ctx.validate(static_cast<int>(dims_.L), static_cast<int>(dims_.E)));
+  std::unique_ptr<WeightLoader> loader;  // opened when a layer first needs to read experts
+  for (int l = 0; l < dims_.L; ++l) {
+    DI_ASSIGN_OR_RETURN(dist::ExpertMap map, dist::expert_map_for_layer(placement, l));
+    DI_ASSIGN_OR_RETURN(dist::ExpertParallelMoe moe, ep_layers_[l].with_map(std::move(map)));
+    const std::vector<int32_t> want = ctx.local_experts(l), have = ep_layers_[l].local_experts();
+    if (want != have) {
+      if (!loader) {
+        DI_ASSIGN_OR_RETURN(loader, WeightLoader::open(dir, model_config, be_));
+      }
+      backend::ExpertSet& experts = w_->layers[l].moe.experts;
+      DI_ASSIGN_OR_RETURN(backend::ExpertSet next,
+                          reload_expert_slots(dims_, *loader, *be_, l, want, experts, have));
+      experts = std::move(next);  // the old slots' weights are freed here (unless shared)
+    }
+    ep_layers_[l] = std::move(moe);
+  }
   return OkStatus();
 }
 

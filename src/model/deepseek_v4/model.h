@@ -16,6 +16,9 @@
 
 namespace deepinfer::model::v4 {
 
+struct ContextParallelInput;   // context_parallel.h
+struct ContextParallelResult;
+
 class DeepseekV4Model final : public Model {
  public:
   static StatusOr<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir,
@@ -39,6 +42,24 @@ class DeepseekV4Model final : public Model {
   // layer's collectives with zero tokens so the ranks that do have work stay in lockstep
   // (attention data parallel: vLLM's dummy batch). FailedPrecondition without an EP context.
   Status expert_parallel_idle_step();
+
+  // Expert parallel, EPLB (dist/eplb_controller.h): switches every MoE layer to `placement`
+  // (same layers, experts and world size as the loaded one; every rank applies the same
+  // placement between the same two steps). Per layer whose local slots change: experts this rank
+  // already holds are shared (no copy), the others are read again from the checkpoint (`dir`,
+  // `config`: the ones the model was loaded from) and placed in the backend's memory (an upload
+  // on a device backend), then the layer's expert map is swapped and the old slots are freed —
+  // one layer at a time, so the extra memory is at most one layer's new experts. Not collective.
+  // FailedPrecondition without an expert-parallel context; InvalidArgument for a placement that
+  // does not fit. After an error some layers may have moved: the group must stop.
+  Status apply_expert_placement(const dist::ExpertPlacement& placement, const std::string& dir,
+                                const io::ModelConfig& config);
+
+  // Context parallelism (context_parallel.h; defined in context_parallel.cpp): one prompt's
+  // prefill split over `comm`'s ranks, each computing its own rows; every rank ends with the full
+  // sequence state. Collective: every rank calls it with the same prompt.
+  StatusOr<ContextParallelResult> prefill_context_parallel(dist::Communicator& comm,
+                                                           const ContextParallelInput& in);
 
  private:
   // One decoder layer over streams [S, hc, H] of the whole step (in place).

@@ -86,6 +86,15 @@ Status load_compressor(WeightLoader& w, const std::string& prefix, int64_t m, in
   return OkStatus();
 }
 
+// Routed expert `e` of layer `layer`: gate_up [2I, H] (w1 rows, then w3 rows), down [H, I] (w2).
+Status load_expert(const Dims& d, WeightLoader& w, backend::Backend& be, int64_t layer, int32_t e,
+                   Weight& gate_up, Weight& down) {
+  const std::string X = "layers." + std::to_string(layer) + ".ffn.experts." + std::to_string(e) + ".";
+  DI_ASSIGN_OR_RETURN(gate_up, load_fused(w, be, X + "w1", X + "w3", {d.I, d.H}));
+  DI_ASSIGN_OR_RETURN(down, w.load_linear(X + "w2", {d.H, d.I}));
+  return OkStatus();
+}
+
 Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
                   backend::Backend& be, int64_t i, LayerWeights& lw,
                   const dist::ExpertParallelContext* ep) {
@@ -152,9 +161,7 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
       continue;
     }
     first_slot[experts[j]] = j;
-    const std::string X = F + "experts." + std::to_string(experts[j]) + ".";
-    DI_ASSIGN_OR_RETURN(m.experts.gate_up[j], load_fused(w, be, X + "w1", X + "w3", {d.I, d.H}));
-    DI_ASSIGN_OR_RETURN(m.experts.down[j], w.load_linear(X + "w2", {d.H, d.I}));
+    DI_RETURN_IF_ERROR(load_expert(d, w, be, i, experts[j], m.experts.gate_up[j], m.experts.down[j]));
   }
   DI_ASSIGN_OR_RETURN(m.shared_gate_up, load_fused(w, be, F + "shared.w1", F + "shared.w3", {d.I, d.H}));
   DI_ASSIGN_OR_RETURN(m.shared_down, w.load_linear(F + "shared.w2", {d.H, d.I}));
@@ -181,6 +188,52 @@ StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, c
   auto width = [&](const io::RopeParams& p) { return p.rotary_dim > 0 ? p.rotary_dim : d.r; };
   DI_ASSIGN_OR_RETURN(out->rope_main, make_rope_table(c.rope_main, width(c.rope_main)));
   DI_ASSIGN_OR_RETURN(out->rope_compress, make_rope_table(c.rope_compress, width(c.rope_compress)));
+  return out;
+}
+
+StatusOr<backend::ExpertSet> reload_expert_slots(const Dims& d, WeightLoader& loader,
+                                                 backend::Backend& be, int64_t layer,
+                                                 const std::vector<int32_t>& experts,
+                                                 const backend::ExpertSet& current,
+                                                 const std::vector<int32_t>& current_experts,
+                                                 int* num_loaded) {
+  if (static_cast<int64_t>(current_experts.size()) != current.num_experts())
+    return InvalidArgument("reload_expert_slots: " + std::to_string(current_experts.size()) +
+                           " current expert ids for " + std::to_string(current.num_experts()) + " slots");
+  std::map<int32_t, size_t> held;  // logical expert -> a current slot holding it
+  for (size_t j = 0; j < current_experts.size(); ++j) held.emplace(current_experts[j], j);
+  std::map<int32_t, std::pair<Weight, Weight>> fresh;  // loaded (and placed) once per expert
+  backend::ExpertSet out;
+  out.gate_up.resize(experts.size());
+  out.down.resize(experts.size());
+  int loaded = 0;
+  for (size_t j = 0; j < experts.size(); ++j) {
+    const int32_t e = experts[j];
+    if (e < 0 || e >= d.E)
+      return OutOfRange("reload_expert_slots: layer " + std::to_string(layer) + " slot " +
+                        std::to_string(j) + " names expert " + std::to_string(e) + " outside [0, " +
+                        std::to_string(d.E) + ")");
+    if (auto h = held.find(e); h != held.end()) {  // already in this rank's memory: share it
+      out.gate_up[j] = current.gate_up[h->second];
+      out.down[j] = current.down[h->second];
+      continue;
+    }
+    auto f = fresh.find(e);
+    if (f == fresh.end()) {
+      std::pair<Weight, Weight> gd;
+      DI_RETURN_IF_ERROR(load_expert(d, loader, be, layer, e, gd.first, gd.second));
+      for (Weight* x : {&gd.first, &gd.second}) {
+        DI_RETURN_IF_ERROR(place(be, x->w));
+        DI_RETURN_IF_ERROR(place(be, x->scale));
+      }
+      ++loaded;
+      f = fresh.emplace(e, std::move(gd)).first;
+    }
+    out.gate_up[j] = f->second.first;
+    out.down[j] = f->second.second;
+  }
+  DI_RETURN_IF_ERROR(be.prepare_experts(out));
+  if (num_loaded != nullptr) *num_loaded = loaded;
   return out;
 }
 

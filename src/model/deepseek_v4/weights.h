@@ -98,6 +98,17 @@ struct Weights {
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
                                                 WeightLoader& loader, backend::Backend& be,
                                                 const dist::ExpertParallelContext* ep = nullptr);
+// EPLB (DeepseekV4Model::apply_expert_placement): one MoE layer's local slots for `experts`
+// (logical expert of each local slot). A slot whose expert this rank already holds in `current`
+// (slots named by `current_experts`) shares that weight — no copy; every other expert is read
+// from the checkpoint through `loader` once (replicas share it) and placed in `be`'s memory.
+// Runs prepare_experts on the result. num_loaded (optional): experts read from the checkpoint.
+StatusOr<backend::ExpertSet> reload_expert_slots(const Dims& d, WeightLoader& loader,
+                                                 backend::Backend& be, int64_t layer,
+                                                 const std::vector<int32_t>& experts,
+                                                 const backend::ExpertSet& current,
+                                                 const std::vector<int32_t>& current_experts,
+                                                 int* num_loaded = nullptr);
 // Moves the weights into `be`'s memory (a no-op on host backends); tid2eid stays on the host.
 Status place_weights(backend::Backend& be, Weights& w);
 

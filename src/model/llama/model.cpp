@@ -108,6 +108,7 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const SequenceInput> batch) {
     DI_RETURN_IF_ERROR(forward_sequence(in, *static_cast<LlamaState*>(in.state), out));
     row += n;
   }
+  if (logits_on_device_) return logits;  // the engine samples on the device
   return to_host(*be_, logits);
 }
 

@@ -1,0 +1,185 @@
+// See gemv_cases.h. Bytes: x, the stored weight and its scales, out, once each; for the experts
+// the weights (and scales) of the distinct experts the batch selects, counted on the host from
+// the routing, plus the activations in and out.
+#include "gemv_cases.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
+#include "device_fill.h"
+
+namespace deepinfer::bench_ops {
+namespace {
+
+using backend::Tensor;
+using backend::Weight;
+
+// fmt 0 bf16 [N, K]; 1 FP8 [N, K] + UE8M0 128×128; 2 FP4 [N, K] + UE8M0 1×32.
+StatusOr<Weight> stored_weight(BenchContext& ctx, int fmt, int64_t N, int64_t K) {
+  Weight w;
+  if (fmt == 0) {
+    DI_ASSIGN_OR_RETURN(w.w, ctx.zeros(DType::kBF16, {N, K}));
+    fill_normal_bf16(w.w.data<uint16_t>(), w.w.numel(), ctx.next_seed(), 0.02f, ctx.stream());
+    return w;
+  }
+  w.block_rows = fmt == 2 ? 1 : 128;
+  w.block_cols = fmt == 2 ? 32 : 128;
+  DI_ASSIGN_OR_RETURN(w.w, ctx.zeros(fmt == 2 ? DType::kF4E2M1 : DType::kF8E4M3, {N, K}));
+  DI_ASSIGN_OR_RETURN(w.scale, ctx.zeros(DType::kF8E8M0, {(N + w.block_rows - 1) / w.block_rows,
+                                                           (K + w.block_cols - 1) / w.block_cols}));
+  if (fmt == 2) fill_fp4_codes(w.w.data<uint8_t>(), static_cast<int64_t>(w.w.nbytes()), ctx.next_seed(), ctx.stream());
+  else fill_fp8_codes(w.w.data<uint8_t>(), static_cast<int64_t>(w.w.nbytes()), ctx.next_seed(), ctx.stream());
+  fill_ue8m0(w.scale.data<uint8_t>(), w.scale.numel(), ctx.next_seed(), 118, 124, ctx.stream());
+  return w;
+}
+
+double weight_bytes(const Weight& w) {
+  return double(w.w.nbytes()) + (w.scale.defined() ? double(w.scale.nbytes()) : 0.0);
+}
+
+Status linear_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  struct Lin { const char* name; int fmt; int64_t N, K, groups; };
+  const Lin lins[] = {
+      {"fp8 attn.wq_a", 1, m.q_lora, m.hidden, 1},
+      {"fp8 attn.wq_b", 1, m.heads * m.head_dim, m.q_lora, 1},
+      {"fp8 attn.wkv", 1, m.head_dim, m.hidden, 1},
+      {"fp8 attn.wo_a (grouped)", 1, m.o_lora, m.heads * m.head_dim / m.o_groups, m.o_groups},
+      {"fp8 attn.wo_b", 1, m.hidden, m.o_groups * m.o_lora, 1},
+      {"fp8 indexer.wq_b", 1, m.index_heads * m.index_dim, m.q_lora, 1},
+      {"fp8 shared_experts.w1+w3", 1, 2 * m.expert_inter, m.hidden, 1},
+      {"fp8 shared_experts.w2", 1, m.hidden, m.expert_inter, 1},
+      {"fp8 4096x4096", 1, 4096, 4096, 1},
+      {"fp4 expert w1+w3 (one expert)", 2, 2 * m.expert_inter, m.hidden, 1},
+      {"fp4 expert w2 (one expert)", 2, m.hidden, m.expert_inter, 1},
+      {"bf16 compressor.wkv (CSA)", 0, 2 * m.head_dim, m.hidden, 1},
+      {"bf16 ffn.gate", 0, m.experts, m.hidden, 1},
+      {"bf16 head", 0, m.vocab, m.hidden, 1},
+  };
+  const std::string phase = "gemv M=" + std::to_string(M);
+  for (const Lin& l : lins) {
+    const std::string op_new = cat("gemv ", l.name), op_old = cat("linear_wq ", l.name);
+    const bool want_new = only.empty() || op_new.find(only) != std::string::npos;
+    const bool want_old = M == 1 && (only.empty() || op_old.find(only) != std::string::npos);
+    if (!want_new && !want_old) continue;
+    const int64_t GN = l.groups * l.N, K = l.K;
+    if (!cuda::kernels::gemv_supported(l.fmt, K, l.fmt != 0, l.fmt == 0 ? 1 : l.fmt == 1 ? 128 : 32)) {
+      std::printf("gemv %s: not supported\n", l.name);
+      continue;
+    }
+    DI_ASSIGN_OR_RETURN(Weight w, stored_weight(ctx, l.fmt, GN, K));
+    DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
+    DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {M, GN}));
+    const double bytes = 4.0 * M * l.groups * K + weight_bytes(w) + 4.0 * M * GN;
+    const double flops = 2.0 * M * GN * K;
+    const int64_t mt = cuda::kernels::gemv_tile_rows(M, K);
+    const std::string shape = cat("x", backend::shape_str(x.shape()), " w", w.w.describe(), " (",
+                                  std::to_string((M + mt - 1) / mt), " pass)");
+    const void* scale = w.scale.defined() ? w.scale.raw() : nullptr;
+    if (want_new) {
+      ctx.measure(phase, op_new, shape, bytes, flops, [&] {
+        cuda::kernels::gemv_linear(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
+                                   l.groups, w.block_rows, w.block_cols, out.data<float>(), ctx.stream());
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv launch failed");
+      });
+    }
+    if (want_old) {
+      ctx.measure(phase, op_old, shape, bytes, flops, [&] {
+        cuda::kernels::linear_wq(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
+                                 l.groups, w.block_rows, w.block_cols, out.data<float>(), ctx.stream());
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_wq launch failed");
+      });
+    }
+  }
+  return OkStatus();
+}
+
+Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::string& only) {
+  const std::string op_be = "moe_experts fp4 (group + gemv + swiglu + gemv + combine)";
+  const std::string op_k = "gemv_experts fp4 gate_up + down (+ moe_group)";
+  const bool want_be = only.empty() || op_be.find(only) != std::string::npos;
+  const bool want_k = only.empty() || op_k.find(only) != std::string::npos;
+  if (!want_be && !want_k) return OkStatus();
+  const int64_t k = m.top_k, H = m.hidden, I = m.expert_inter, E = m.experts, slots = B * k;
+  backend::ExpertSet experts;
+  std::vector<const void*> gw, gs, dw, ds;
+  for (int64_t e = 0; e < E; ++e) {
+    DI_ASSIGN_OR_RETURN(Weight gu, stored_weight(ctx, 2, 2 * I, H));
+    DI_ASSIGN_OR_RETURN(Weight dn, stored_weight(ctx, 2, H, I));
+    gw.push_back(gu.w.raw()), gs.push_back(gu.scale.raw()), dw.push_back(dn.w.raw()), ds.push_back(dn.scale.raw());
+    experts.gate_up.push_back(std::move(gu));
+    experts.down.push_back(std::move(dn));
+  }
+  DI_RETURN_IF_ERROR(ctx.backend().prepare_experts(experts));
+  // Routing as the router makes it: k distinct experts per token, uniformly at random (seeded).
+  std::mt19937 rng(static_cast<uint32_t>(ctx.next_seed()));
+  std::vector<int32_t> ids(slots);
+  std::set<int32_t> distinct;
+  for (int64_t s = 0; s < B; ++s) {
+    std::set<int32_t> mine;
+    while (static_cast<int64_t>(mine.size()) < k) mine.insert(static_cast<int32_t>(rng() % E));
+    int64_t j = 0;
+    for (int32_t e : mine) ids[s * k + j++] = e, distinct.insert(e);
+  }
+  DI_ASSIGN_OR_RETURN(Tensor ids_t, ctx.upload_i32({B, k}, ids));
+  DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({B, H}));
+  DI_ASSIGN_OR_RETURN(Tensor w, ctx.randn({B, k}, 0.2f));
+  DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {B, H}));
+  const double per_expert = weight_bytes(experts.gate_up[0]) + weight_bytes(experts.down[0]);
+  const double n_active = double(distinct.size());
+  const double act_bytes = 4.0 * (2.0 * B * H + 2.0 * B * k + slots * (2.0 * 2 * I + 2.0 * I + 2.0 * H));
+  const double flops = 2.0 * slots * (2.0 * I * H + double(H) * I);
+  const std::string phase = "gemv experts B=" + std::to_string(B);
+  const std::string shape = cat(std::to_string(distinct.size()), " distinct of ", std::to_string(E),
+                                " experts, ", std::to_string(slots), " slots, gate_up ",
+                                experts.gate_up[0].w.describe());
+  if (want_be) {
+    ctx.measure(phase, op_be, shape, n_active * per_expert + act_bytes, flops,
+                [&] { return ctx.backend().moe_experts(x, ids_t, w, experts, 10.f, out); });
+  }
+  if (want_k) {
+    DI_ASSIGN_OR_RETURN(Tensor tables, ctx.zeros(DType::kU8, {4 * E * 8}));
+    std::vector<const void*> all;
+    for (auto* v : {&gw, &gs, &dw, &ds}) all.insert(all.end(), v->begin(), v->end());
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpy(tables.raw(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice));
+    const auto* tab = static_cast<const void* const*>(tables.raw());
+    DI_ASSIGN_OR_RETURN(Tensor grp, ctx.zeros(DType::kI32, {slots + 2 * (E + 1)}));
+    DI_ASSIGN_OR_RETURN(Tensor gu, ctx.zeros(DType::kF32, {slots, 2 * I}));
+    DI_ASSIGN_OR_RETURN(Tensor act, ctx.randn({slots, I}));
+    DI_ASSIGN_OR_RETURN(Tensor y, ctx.zeros(DType::kF32, {slots, H}));
+    DI_ASSIGN_OR_RETURN(Tensor flag, ctx.zeros(DType::kI32, {1}));
+    int32_t* perm = grp.data<int32_t>();
+    int32_t* row_off = perm + slots;
+    int32_t* act_off = row_off + E + 1;
+    ctx.measure(phase, op_k, shape, n_active * per_expert + 4.0 * slots * (H + 2.0 * 2 * I + I + H), flops, [&] {
+      cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, static_cast<int>(slots), perm, row_off,
+                               act_off, flag.data<int32_t>(), ctx.stream());
+      cuda::kernels::gemv_experts(2, x.data<float>(), k, perm, row_off, act_off, slots, E, tab, tab + E,
+                                  false, true, 2 * I, H, 1, 32, gu.data<float>(), ctx.stream());
+      cuda::kernels::gemv_experts(2, act.data<float>(), 1, perm, row_off, act_off, slots, E, tab + 2 * E,
+                                  tab + 3 * E, false, true, H, I, 1, 32, y.data<float>(), ctx.stream());
+      return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv_experts launch failed");
+    });
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void run_gemv_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& rows,
+                    const std::vector<int64_t>& batches, const std::string& only) {
+  for (int64_t M : rows) {
+    const Phase p{"gemv M=" + std::to_string(M), true, M, 0};
+    report_setup(ctx, p, "gemv linear", linear_phase(ctx, m, M, only));
+  }
+  for (int64_t B : batches) {
+    const Phase p{"gemv experts B=" + std::to_string(B), true, B, 0};
+    report_setup(ctx, p, "gemv experts", experts_phase(ctx, m, B, only));
+  }
+}
+
+}  // namespace deepinfer::bench_ops

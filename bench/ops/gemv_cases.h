@@ -1,0 +1,19 @@
+// Streaming GEMV cases (gemv_cases.cpp): the stored-format GEMV (kernels::gemv_linear) at the
+// DeepSeek-V4-Flash projection shapes for a few rows M, next to the previous weight-only kernel
+// (linear_wq) at M = 1, and the routed experts at decode batches (each selected expert read once
+// for its tokens), as µs and GB/s against the copy ceiling.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "op_cases.h"
+
+namespace deepinfer::bench_ops {
+
+// Phases "gemv M=<M>" (one per entry of `rows`) and "gemv experts B=<B>" (one per entry of
+// `batches`, top-k of 256 FP4 experts); `only` (substring) filters ops.
+void run_gemv_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& rows,
+                    const std::vector<int64_t>& batches, const std::string& only);
+
+}  // namespace deepinfer::bench_ops

@@ -1,0 +1,42 @@
+// Streaming GEMV (gemv.cuh for the layout and the arithmetic): the stored-format product of
+// backend.h `linear` for a few rows of x, and the routed experts with each selected expert's
+// weights read once for all the tokens routed to it. Row-independent: an output element's bits
+// depend only on its x row and weight row (never on M, the tile of x rows or the grid).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda::kernels {
+
+// Largest M the GEMV is meant for (the tensor-core kernel takes larger products).
+constexpr int64_t kGemvMaxRows = 8;
+
+// Whether the GEMV handles a weight: fmt 0 bf16, 1 e4m3, 2 e2m1 (K even), 3 f32; scaled (fmt 1/2
+// with scales): block_cols a multiple of the 16-byte chunk's elements (16 / 32) with a power-of-two
+// quotient; K small enough for one x row in shared memory (K ≤ 24576).
+bool gemv_supported(int fmt, int64_t K, bool scaled, int64_t block_cols);
+// Rows of x a CTA stages at once (1, 2, 4 or 8) for M rows of K floats: M's power-of-two ceiling,
+// capped by the shared-memory budget. ceil(M / gemv_tile_rows) is how often the weight is read.
+int gemv_tile_rows(int64_t M, int64_t K);
+
+// out [M, G·N] = x [M, G·K] · deq(w [G·N, K]) per group (backend.h linear semantics); scale
+// [ceil(G·N / block_rows), ceil(K / block_cols)] ue8m0 or f32, null for fmt 0 / 3.
+void gemv_linear(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
+                 int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
+                 int64_t block_cols, float* out, cudaStream_t s);
+
+// Routed experts, slots grouped on the device by moe_group (kernels.h) with tile_rows >= slots,
+// so that tile_off[e] counts the active experts before e: for every grouped slot,
+// out[slot, n] = x[slot / x_div] · deq(W_e[n]) (W_e at w_table[e], scales at s_table[e] or null);
+// slots left out (bad ids) are not written. Each active expert's weight is read once per
+// gemv_tile_rows(slots, K) of its tokens. out [slots, N], x rows of K floats.
+// w_vec: every expert's rows are 16-byte aligned (row bytes % 16 == 0, aligned pointers).
+void gemv_experts(int fmt, const float* x, int64_t x_div, const int32_t* perm,
+                  const int32_t* row_off, const int32_t* act_off, int64_t slots,
+                  int64_t num_experts, const void* const* w_table, const void* const* s_table,
+                  bool scale_f32, bool w_vec, int64_t N, int64_t K, int64_t block_rows,
+                  int64_t block_cols, float* out, cudaStream_t s);
+
+}  // namespace deepinfer::cuda::kernels

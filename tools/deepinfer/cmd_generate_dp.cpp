@@ -1,0 +1,142 @@
+// `deepinfer generate --data-parallel-size N` (generate_common.h, docs/dist.md "Launcher"): the
+// ranks as threads (CPU) or one process per GPU (CUDA), their results merged in prompt order.
+// Registers no command: the generate command (cmd_generate.cpp) calls run_data_parallel.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "dist/launcher.h"
+#include "engine/data_parallel_run.h"
+#include "tools/deepinfer/generate_common.h"
+
+namespace deepinfer::cli::gen {
+namespace {
+
+// One process per GPU: re-executes this binary with the same arguments plus the rank's hidden
+// flags and --device cuda:r, NCCL_NVLS_ENABLE=0 in its environment; reads back every rank's
+// results. A rank that fails stops the others (dist::run_rank_processes) and is named.
+StatusOr<std::vector<engine::RankResult>> launch_rank_processes(int argc, char** argv,
+                                                                const EngineConfig& cfg) {
+  const int W = cfg.data_parallel_size;
+  std::string nccl_id;
+  if (cfg.enable_expert_parallel) {
+    auto id = engine::new_nccl_group_id_hex();
+    if (!id.ok()) return id.status().with_context("--enable-expert-parallel over " + std::to_string(W) + " GPUs");
+    nccl_id = *id;
+  }
+  DI_ASSIGN_OR_RETURN(std::string exe, dist::self_executable_path());
+  std::string tmpl = (std::filesystem::temp_directory_path() / "deepinfer-dp-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) return Internal("cannot create a temporary directory for the ranks' results");
+  const std::filesystem::path dir(tmpl);
+  dist::RankLaunch launch;
+  launch.env = {{"NCCL_NVLS_ENABLE", "0"}};  // NVLink multicast stays off
+  for (int r = 0; r < W; ++r) {
+    std::vector<std::string> a = {exe, "generate"};
+    for (int i = 1; i < argc; ++i) a.emplace_back(argv[i]);
+    a.insert(a.end(), {"--device", dist::rank_device(cfg.device, r), "--dp-rank", std::to_string(r),
+                       "--dp-results", (dir / ("rank" + std::to_string(r) + ".jsonl")).string()});
+    if (!nccl_id.empty()) a.insert(a.end(), {"--dp-nccl-id", nccl_id});
+    launch.argv.push_back(std::move(a));
+  }
+  Status st = dist::run_rank_processes(launch);
+  std::vector<engine::RankResult> ranks;
+  for (int r = 0; st.ok() && r < W; ++r) {
+    std::ifstream f(dir / ("rank" + std::to_string(r) + ".jsonl"));
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto res = engine::rank_result_from_jsonl(text);
+    if (!res.ok()) st = res.status().with_context("data parallel rank " + std::to_string(r));
+    else ranks.push_back(std::move(res).value());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!st.ok()) return st;
+  return ranks;
+}
+
+}  // namespace
+
+int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
+                      const RankFlags& rf, const std::vector<Item>& items, const std::string& output,
+                      bool quiet) {
+  const int W = parallel.data_parallel_size;
+  cfg.data_parallel_size = W;
+  cfg.enable_expert_parallel = parallel.enable_expert_parallel;
+  engine::RankEncoder encode = [&items](const Engine& e, size_t i, std::vector<int32_t>* ids,
+                                        SamplingParams* p, std::string* error) {
+    *p = items[i].params;
+    encode_item(items[i], e.tokenizer(), ids, error);
+  };
+  if (rf.rank >= 0) {
+    if (rf.rank >= W || rf.results.empty()) {
+      std::fprintf(stderr, "deepinfer generate: --dp-rank %d needs --dp-results and a rank below "
+                           "--data-parallel-size %d (these flags are the launcher's)\n", rf.rank, W);
+      return 2;
+    }
+    cfg.data_parallel_rank = rf.rank;
+    engine::ExpertParallelOptions ep;
+    ep.nccl_unique_id_hex = rf.nccl_id;
+    auto res = engine::run_rank(cfg, ep, items.size(), encode);
+    if (!res.ok()) {
+      std::fprintf(stderr, "deepinfer generate: data parallel rank %d of %d: %s\n", rf.rank, W,
+                   res.status().to_string().c_str());
+      return 1;
+    }
+    std::ofstream f(rf.results);
+    f << engine::rank_result_to_jsonl(*res);
+    f.close();
+    if (!f) {
+      std::fprintf(stderr, "deepinfer generate: rank %d cannot write '%s'\n", rf.rank, rf.results.c_str());
+      return 1;
+    }
+    return 0;
+  }
+  const bool on_cpu = cfg.device == "cpu" || cfg.device == "cpu-reference";
+  auto ranks = on_cpu ? engine::run_ranks_in_threads(cfg, items.size(), encode)
+                      : launch_rank_processes(argc, argv, cfg);
+  if (!ranks.ok()) {
+    std::fprintf(stderr, "deepinfer generate: %s\n", ranks.status().to_string().c_str());
+    return 1;
+  }
+  std::vector<RequestOutput> outs(items.size());
+  std::vector<int64_t> prompt_tokens(items.size(), 0);
+  RunSummary summary;
+  double start = 0, end = 0;
+  int64_t preemptions = 0;
+  std::string per_rank_prompts, per_rank_steps, per_rank_idle;
+  for (size_t r = 0; r < ranks->size(); ++r) {
+    engine::RankResult& rr = (*ranks)[r];
+    for (size_t j = 0; j < rr.indices.size(); ++j) {
+      if (rr.indices[j] >= items.size()) continue;
+      outs[rr.indices[j]] = std::move(rr.outputs[j]);
+      prompt_tokens[rr.indices[j]] = rr.prompt_tokens[j];
+    }
+    start = r == 0 ? rr.start_time : std::min(start, rr.start_time);
+    end = r == 0 ? rr.end_time : std::max(end, rr.end_time);
+    summary.load_s = std::max(summary.load_s, rr.load_s);
+    preemptions += rr.stats.num_preemptions;
+    const std::string sep = r == 0 ? "" : "/";
+    per_rank_prompts += sep + std::to_string(rr.indices.size());
+    per_rank_steps += sep + std::to_string(rr.stats.num_steps);
+    per_rank_idle += sep + std::to_string(rr.stats.num_idle_steps);
+  }
+  summary.model_dir = ranks->empty() ? cfg.model : ranks->front().model_dir;
+  summary.gen_s = end - start;
+  summary.ranks_line = std::to_string(W) + " data-parallel ranks" +
+                       (cfg.enable_expert_parallel ? " sharing the experts (expert parallel, lockstep)"
+                                                   : " (independent replicas)") +
+                       (on_cpu ? ", threads of one process (CPU test mode)" : ", one process per GPU") +
+                       "; prompts per rank " + per_rank_prompts;
+  summary.engine_line = "steps per rank " + per_rank_steps +
+                        (cfg.enable_expert_parallel ? " (idle " + per_rank_idle + ")" : std::string()) +
+                        ", " + std::to_string(preemptions) + " preemptions; kv per rank " +
+                        (ranks->empty() ? std::string() : ranks->front().stats.kv_summary);
+  return report(items, outs, prompt_tokens, output, quiet, summary);
+}
+
+}  // namespace deepinfer::cli::gen
