@@ -5,6 +5,7 @@
 
 #include "dist/communicator.h"
 #include "engine/engine_impl.h"
+#include "engine/request.h"
 #include "model/deepseek_v4/model.h"
 
 namespace deepinfer::engine {
@@ -74,13 +75,7 @@ StatusOr<std::vector<RequestOutput>> generate_on_rank(Engine& engine,
     const std::string id = prefix + std::to_string(i);
     Status st = engine.add_request(id, prompts[i], params[i]);
     if (!st.ok()) {  // this prompt fails alone; the others run
-      RequestOutput& r = results[i];
-      r.request_id = id;
-      r.finished = true;
-      r.error = st.to_string();
-      CompletionOutput c;
-      c.finish_reason = "error";
-      r.outputs.push_back(std::move(c));
+      results[i] = refused_request_output(id, st);
       ++finished;
       continue;
     }

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "engine/request.h"
+
 namespace deepinfer {
 
 StatusOr<std::unique_ptr<LLM>> LLM::create(const EngineConfig& config) {
@@ -24,13 +26,7 @@ StatusOr<std::vector<RequestOutput>> LLM::run(const std::vector<Prompt>& prompts
     const std::string id = "llm-" + std::to_string(next_id_++);
     Status st = engine_->add_request(id, prompts[i], params[i]);
     if (!st.ok()) {  // this prompt fails alone; the others run
-      RequestOutput& r = results[i];
-      r.request_id = id;
-      r.finished = true;
-      r.error = st.to_string();
-      CompletionOutput c;
-      c.finish_reason = "error";
-      r.outputs.push_back(std::move(c));
+      results[i] = engine::refused_request_output(id, st);
       ++done;
       continue;
     }

@@ -59,4 +59,15 @@ std::vector<std::unique_ptr<Request>> make_sequence_requests(const std::string& 
   return out;
 }
 
+RequestOutput refused_request_output(const std::string& request_id, const Status& status) {
+  RequestOutput r;
+  r.request_id = request_id;
+  r.finished = true;
+  r.error = status.to_string();
+  CompletionOutput c;
+  c.finish_reason = "error";
+  r.outputs.push_back(std::move(c));
+  return r;
+}
+
 }  // namespace deepinfer::engine

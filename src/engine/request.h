@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "deepinfer/outputs.h"
 #include "deepinfer/sampling_params.h"
 #include "kv/kv_spec.h"
 #include "sample/stop_checker.h"
@@ -89,5 +91,9 @@ std::vector<std::unique_ptr<Request>> make_sequence_requests(const std::string& 
                                                              const std::vector<int32_t>& prompt_token_ids,
                                                              const SamplingParams& params, int32_t eos_token_id = -1,
                                                              int priority = 0);
+
+// What a batch front end (LLM::generate, a data-parallel rank) reports in place of a prompt that
+// add_request refused: finished, one output with finish_reason "error", the reason in `error`.
+RequestOutput refused_request_output(const std::string& request_id, const Status& status);
 
 }  // namespace deepinfer::engine
