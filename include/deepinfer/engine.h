@@ -69,6 +69,16 @@ struct EngineConfig {
   // scheduling is then turned off. Without it the ranks are independent full replicas.
   int data_parallel_size = 1;
   int data_parallel_rank = 0;
+  // Live EPLB (--enable-eplb, vLLM's flags; docs/dist.md "Live EPLB"): with enable_expert_parallel,
+  // the router's picks are counted over the last eplb_window_size steps and every
+  // eplb_step_interval steps the experts are re-placed (num_redundant_experts extra slots hold
+  // replicas of the hottest) when that lowers the hottest GPU's load by 5 % or more. Replicas
+  // hold the same weights, so outputs do not change. Turns async scheduling off (a placement is
+  // applied between two forwards).
+  bool enable_eplb = false;
+  int num_redundant_experts = 0;
+  int eplb_window_size = 1000;
+  int eplb_step_interval = 3000;
 
 
   // Sampling on the device (docs/engine.md "Sampling on the device"): a step whose sampling rows
@@ -88,6 +98,7 @@ struct EngineStats {
   int64_t num_generated_tokens = 0;
   int64_t num_preemptions = 0;
   int64_t num_idle_steps = 0;         // data parallel + expert parallel: steps with no own work
+  int64_t num_eplb_rebalances = 0;   // live EPLB: placements applied (EngineConfig.enable_eplb)
   int64_t num_device_sampled_steps = 0;  // steps sampled by the backend (EngineConfig::device_sampling)
   std::string kv_summary;             // pool sizes per kind of state
 };

@@ -51,6 +51,11 @@ StatusOr<std::vector<RequestOutput>> DataParallelStepper::step(bool* done) {
     Status st = v4->expert_parallel_idle_step();
     if (!st.ok()) return st.with_context("data parallel rank " + std::to_string(comm_->rank()) + ": idle step");
     ++m.stats.num_idle_steps;
+    if (m.expert_parallel && m.expert_parallel->eplb) {  // the idle pass counts as a step too
+      Status e = m.expert_parallel->eplb->after_step();
+      if (!e.ok()) return e.with_context("EPLB after an idle step");
+      m.stats.num_eplb_rebalances = m.expert_parallel->eplb->num_rebalances();
+    }
   } else if (m.stats.num_steps != forwards_before + 1) {
     return Internal("data parallel: one engine step ran " +
                     std::to_string(m.stats.num_steps - forwards_before) +

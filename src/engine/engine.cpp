@@ -70,6 +70,13 @@ Status EngineConfig::validate() const {
                            std::to_string(gpu_memory_utilization));
   if (data_parallel_size < 1)
     return InvalidArgument("data_parallel_size must be >= 1, got " + std::to_string(data_parallel_size));
+  if (enable_eplb && !enable_expert_parallel)
+    return InvalidArgument("enable_eplb needs enable_expert_parallel (EPLB places the routed experts of "
+                           "the expert-parallel path)");
+  if (num_redundant_experts < 0 || eplb_window_size < 1 || eplb_step_interval < 1)
+    return InvalidArgument("EPLB: need num_redundant_experts >= 0, eplb_window_size >= 1 and "
+                           "eplb_step_interval >= 1; got " + std::to_string(num_redundant_experts) + ", " +
+                           std::to_string(eplb_window_size) + ", " + std::to_string(eplb_step_interval));
   if (data_parallel_rank < 0 || data_parallel_rank >= data_parallel_size) {
     return InvalidArgument("data_parallel_rank must be in [0, data_parallel_size = " +
                            std::to_string(data_parallel_size) + "), got " +
@@ -99,6 +106,10 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
         "launcher hands in (deepinfer generate --data-parallel-size N, or "
         "engine::create_engine_rank); Engine::create alone cannot join a group");
   }
+  if (config.enable_eplb && !ep_group && config.async_scheduling) {
+    log_info("engine: EPLB applies placements between two forwards: async scheduling is off");
+    config.async_scheduling = false;
+  }
   if (ep_group && config.async_scheduling) {
     // The ranks exchange "who has work" on the MoE communicator between steps; a forward in
     // flight on the worker thread would interleave its collectives with that exchange.
@@ -121,6 +132,13 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
     if (ep_options != nullptr) opt = *ep_options;
     opt.world_size = config.data_parallel_size;
     opt.rank = config.data_parallel_rank;
+    if (config.enable_eplb) {
+      dist::EplbOptions e;
+      e.num_redundant_experts = config.num_redundant_experts;
+      e.window_steps = config.eplb_window_size;
+      e.step_interval = config.eplb_step_interval;
+      opt.eplb = e;
+    }
     auto ep = engine::load_model_expert_parallel(impl->model_dir, model_config, config.device,
                                                  impl->backend.get(), opt);
     if (!ep.ok()) return ep.status().with_context("EngineConfig.enable_expert_parallel");

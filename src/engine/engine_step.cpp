@@ -267,6 +267,12 @@ StatusOr<std::vector<RequestOutput>> Engine::step() {
   std::vector<std::unique_ptr<engine::Request>> finished;
   std::vector<size_t> sampled;
   m.sample_and_update(done, &finished, &sampled);
+  if (m.expert_parallel && m.expert_parallel->eplb) {
+    // Between two forwards (EPLB turns async scheduling off): may re-place experts.
+    Status st = m.expert_parallel->eplb->after_step();
+    if (!st.ok()) return st.with_context("EPLB after step " + std::to_string(m.stats.num_steps));
+    m.stats.num_eplb_rebalances = m.expert_parallel->eplb->num_rebalances();
+  }
   if (next) {
     // Step N's tokens replace the placeholders; requests that just finished leave the batch.
     m.scheduler->fill_placeholders(&*next);

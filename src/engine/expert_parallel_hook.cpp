@@ -97,7 +97,12 @@ StatusOr<ExpertParallelModel> load_model_expert_parallel(const std::string& dir,
     rt.context.comm = rt.comm.get();
   }
   const int L = static_cast<int>(c.num_hidden_layers), E = static_cast<int>(c.n_routed_experts);
-  if (opt.placement) {
+  if (opt.eplb) {
+    if (opt.placement || opt.load_recorder)
+      return InvalidArgument("expert parallel: EPLB sets the placement and the load recorder itself");
+    DI_ASSIGN_OR_RETURN(rt.eplb, dist::EplbController::create(*opt.eplb, rt.context.comm, L, E));
+    rt.context.placement = rt.eplb->placement();
+  } else if (opt.placement) {
     rt.context.placement = *opt.placement;
   } else if (E % opt.world_size == 0) {
     DI_ASSIGN_OR_RETURN(rt.context.placement, dist::identity_placement(L, E, opt.world_size));
@@ -113,8 +118,14 @@ StatusOr<ExpertParallelModel> load_model_expert_parallel(const std::string& dir,
                         dist::rebalance_experts(std::vector<int64_t>(static_cast<size_t>(L) * E, 1), L, E, p));
   }
   rt.context.choice = dist::ReplicaChoice::kTokenModulo;
-  rt.context.load_recorder = opt.load_recorder;
+  rt.context.load_recorder = rt.eplb ? rt.eplb->recorder() : opt.load_recorder;
   DI_ASSIGN_OR_RETURN(auto m, model::v4::DeepseekV4Model::load(dir, config, backend, &rt.context));
+  if (rt.eplb) {
+    model::v4::DeepseekV4Model* v4 = m.get();  // the model dies before the runtime (ExpertParallelModel)
+    rt.eplb->set_apply([v4, dir, config](const dist::ExpertPlacement& p) {
+      return v4->apply_expert_placement(p, dir, config);
+    });
+  }
   out.model = std::move(m);
   return out;
 }

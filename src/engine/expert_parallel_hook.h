@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "dist/communicator.h"
 #include "dist/eplb.h"
+#include "dist/eplb_controller.h"
 #include "dist/expert_parallel_moe.h"
 #include "dist/inprocess_comm.h"
 #include "io/config.h"
@@ -37,6 +38,9 @@ struct ExpertParallelRuntime {
   std::unique_ptr<dist::InProcessGroup> group;  // world size 1 on host backends: `comm` borrows it
   std::unique_ptr<dist::Communicator> comm;     // the communicator made here (null if borrowed)
   dist::ExpertParallelContext context;          // context.comm: `comm`, or the caller's
+  // Live EPLB (ExpertParallelOptions::eplb): its placement and recorder are the context's; the
+  // engine calls after_step() after every forward or idle pass (docs/dist.md "Live EPLB").
+  std::unique_ptr<dist::EplbController> eplb;
 };
 
 struct ExpertParallelModel {
@@ -56,8 +60,12 @@ struct ExpertParallelOptions {
   std::optional<dist::ExpertPlacement> placement;
   // EPLB statistics (borrowed, optional; ExpertParallelContext::load_recorder). Live EPLB's
   // EplbController::after_step belongs after every forward-or-idle pass of the lockstep
-  // (DataParallelStepper::step, engine/data_parallel.h) — not wired yet.
+  // (DataParallelStepper::step, engine/data_parallel.h) — see `eplb` below.
   dist::ExpertLoadRecorder* load_recorder = nullptr;
+  // Live EPLB (EngineConfig.enable_eplb): a controller over the rank's communicator gives the
+  // initial placement (`placement` and `load_recorder` must then be unset) and applies new ones
+  // through DeepseekV4Model::apply_expert_placement.
+  std::optional<dist::EplbOptions> eplb;
 };
 
 // Loads the model in `dir` (whose config is `config`) expert-parallel on `backend` (borrowed;

@@ -15,6 +15,7 @@
 //  * a RankResult survives its JSONL round trip (the launcher's child → parent channel).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -159,6 +160,39 @@ TEST(DataParallelEngine, ThreeRanksWithReplicatedExpertTinyStories) {
   // 8 experts over 3 ranks: 9 slots, one expert replicated (the hook's default placement).
   const Workload w = runtime_test::random_workload(512, 1, 5, 30, 3, 10, rng, greedy);
   expect_dp_equals_single(config_of(kTinyV4), w, 3, true);
+}
+
+// Live EPLB in the engine (--enable-eplb): prompts that repeat one token load that token's
+// hash-routed experts, so the controller re-places experts mid-run (every 2 steps); replicas hold
+// the same weights, so every prompt's tokens still equal the single-rank engine's.
+TEST(DataParallelEngine, TwoRanksWithLiveEplbEqualSingleRank) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("random seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  Workload w = runtime_test::random_workload(512, 1, 6, 30, 6, 12, rng, greedy);
+  const int32_t hot = static_cast<int32_t>(3 + rng() % 500);
+  for (auto& p : w.prompts) std::fill(p.begin() + 1, p.end(), hot);
+  const EngineConfig base = config_of(kTinyV4);
+  const auto want = single_rank(base, w);
+  EngineConfig cfg = base;
+  cfg.data_parallel_size = 2;
+  cfg.enable_expert_parallel = true;
+  cfg.enable_eplb = true;
+  cfg.num_redundant_experts = 2;  // 8 experts + 2 replicas = 5 slots per rank
+  cfg.eplb_window_size = 4;
+  cfg.eplb_step_interval = 2;
+  auto ranks = engine::run_ranks_in_threads(cfg, w.prompts.size(), encoder_of(w));
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  for (const auto& rr : *ranks) {
+    for (size_t j = 0; j < rr.indices.size(); ++j)
+      EXPECT_EQ(rr.outputs.at(j).outputs.at(0).token_ids, want.at(rr.indices[j]))
+          << "prompt " << rr.indices[j] << " on rank " << rr.rank;
+    EXPECT_GT(rr.stats.num_eplb_rebalances, 0) << "rank " << rr.rank << ": no placement was applied";
+    EXPECT_EQ(rr.stats.num_eplb_rebalances, ranks->front().stats.num_eplb_rebalances);
+  }
+  EngineConfig bad = base;
+  bad.enable_eplb = true;  // without expert parallelism
+  EXPECT_FALSE(LLM::create(bad).ok());
 }
 
 TEST(DataParallelEngine, TwoIndependentReplicasWithoutExpertParallel) {

@@ -289,6 +289,10 @@ int run_generate(int argc, char** argv) {
   app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "ranks per tensor-parallel group (1; not implemented above 1)");
   app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks: one process per GPU on cuda (rank r on cuda:r), threads on the CPU (test mode)");
   app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks (DeepSeek-V4; at one rank: the expert-parallel MoE path in process)");
+  app.add_flag("--enable-eplb", cfg.enable_eplb, "with --enable-expert-parallel: re-place the experts from observed load between steps (EPLB; turns async scheduling off)");
+  app.add_option("--num-redundant-experts", cfg.num_redundant_experts, "EPLB: extra expert slots over all ranks for replicas of hot experts (0)");
+  app.add_option("--eplb-window-size", cfg.eplb_window_size, "EPLB: steps of router load summed (1000)");
+  app.add_option("--eplb-step-interval", cfg.eplb_step_interval, "EPLB: steps between rebalances (3000)");
   RankFlags rank_flags;  // the launcher's, hidden (group "")
   app.add_option("--dp-rank", rank_flags.rank, "internal: this process is that data-parallel rank")->group("");
   app.add_option("--dp-nccl-id", rank_flags.nccl_id, "internal: the group's NCCL unique id (hex)")->group("");
