@@ -36,12 +36,7 @@ using dist::Communicator;
 const char* kFixtures[] = {"tests/data/models/v4tiny_b", "tests/data/v4-fixtures/v4tiny_quant",
                            "tests/data/models/deepseek-v4-tiny-stories"};
 
-::testing::AssertionResult bitwise(const float* a, const float* b, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  return ::testing::AssertionSuccess();
-}
+using dist::testing::bitwise;
 
 int32_t argmax_last(const backend::Tensor& logits) {
   const int64_t V = logits.dim(1);

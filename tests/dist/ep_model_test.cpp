@@ -37,14 +37,7 @@ StatusOr<std::vector<float>> run(model::Model& m, const std::vector<int32_t>& pr
   return dist::testing::run_greedy(m, prompt, decode);
 }
 
-::testing::AssertionResult bitwise(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  return ::testing::AssertionSuccess();
-}
+using dist::testing::bitwise;
 
 class EpModel : public ::testing::TestWithParam<const char*> {
  protected:

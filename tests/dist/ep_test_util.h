@@ -2,7 +2,10 @@
 // the in-process group when a rank fails (so the others return instead of waiting).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -12,6 +15,19 @@
 #include "model/model.h"
 
 namespace deepinfer::dist::testing {
+
+// a[0..n) and b[0..n) equal bit for bit; the first differing element on failure.
+inline ::testing::AssertionResult bitwise(const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  return ::testing::AssertionSuccess();
+}
+inline ::testing::AssertionResult bitwise(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
+  return bitwise(a.data(), b.data(), a.size());
+}
 
 // fn(rank, comm) on world_size threads; returns every rank's Status.
 inline std::vector<Status> run_ranks(int world_size,

@@ -37,14 +37,7 @@ using model::v4::DeepseekV4Model;
 
 const char* kFixtures[] = {"tests/data/models/v4tiny_b", "tests/data/v4-fixtures/v4tiny_quant"};
 
-::testing::AssertionResult bitwise(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  return ::testing::AssertionSuccess();
-}
+using dist::testing::bitwise;
 
 struct RankRun {
   std::vector<float> logits;   // every step's logits, appended

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "generate_output.h"
 
 namespace {
 
@@ -26,19 +27,9 @@ using deepinfer::testing::CliRun;
 
 CliRun run_generate(const std::string& args) { return deepinfer::testing::run_deepinfer("generate", args); }
 
-// token_ids of the first sequence of every line of a --output JSONL file; checks the line order.
+// Prompt order is checked too: the launcher merges the ranks' results.
 std::vector<std::vector<int32_t>> read_token_ids(const std::string& path) {
-  std::vector<std::vector<int32_t>> ids;
-  std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << "no output written to " << path;
-  std::string line;
-  while (std::getline(f, line)) {
-    const auto j = nlohmann::json::parse(line);
-    EXPECT_FALSE(j.contains("error")) << line;
-    EXPECT_EQ(j["index"].get<size_t>(), ids.size()) << line;
-    ids.push_back(j["outputs"][0]["token_ids"].get<std::vector<int32_t>>());
-  }
-  return ids;
+  return deepinfer::testing::read_token_ids(path, /*check_index=*/true);
 }
 
 class GenerateDpCli : public ::testing::Test {

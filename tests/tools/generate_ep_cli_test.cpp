@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "generate_output.h"
 #include <vector>
 
 namespace {
@@ -23,18 +24,8 @@ using deepinfer::testing::CliRun;
 
 CliRun run_generate(const std::string& args) { return deepinfer::testing::run_deepinfer("generate", args); }
 
-// token_ids of the first sequence of every line of a --output JSONL file, in order.
 std::vector<std::vector<int32_t>> read_token_ids(const std::string& path) {
-  std::vector<std::vector<int32_t>> ids;
-  std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << "no output written to " << path;
-  std::string line;
-  while (std::getline(f, line)) {
-    const auto j = nlohmann::json::parse(line);
-    EXPECT_FALSE(j.contains("error")) << line;
-    ids.push_back(j["outputs"][0]["token_ids"].get<std::vector<int32_t>>());
-  }
-  return ids;
+  return deepinfer::testing::read_token_ids(path, /*check_index=*/false);
 }
 
 class GenerateEpCli : public ::testing::Test {
