@@ -3,6 +3,8 @@
 # Runs bench_model under Nsight Compute (duration metric only, one pass per kernel) for a prefill
 # and for decode steps, and prints the time per kernel name, summed, largest first.
 #   scripts/gpu_profile.sh [layers=4]      (BENCH_DIR reuses gpu_bench.sh's checkpoint)
+#   BENCH_FLAGS="--batch-invariant"         extra bench_model flags for every profiled run
+#   PROFILE_DETAIL=1 [DETAIL_KERNEL=regex DETAIL_ARGS="--batch 16 --prefill 128 --decode 0"]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 layers="${1:-4}"
@@ -17,8 +19,8 @@ fi
 profile() {  # name batch prefill decode
   local name=$1
   "$ncu" --csv --metrics gpu__time_duration.sum --print-units base \
-    .gpu/bin/bench_model --device cuda --batch "$2" --prefill "$3" --decode "$4" --reps 1 "$dir" \
-    > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err" || { tail -5 "$out/ncu_$name.err"; }
+    .gpu/bin/bench_model --device cuda --batch "$2" --prefill "$3" --decode "$4" --reps 1 \
+    ${BENCH_FLAGS:-} "$dir" > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err" || { tail -5 "$out/ncu_$name.err"; }
 }
 # Kernels of one forward = (kernels with decode N) − (kernels with decode 0), per decode step.
 profile b1_p0 1 16 0
@@ -29,10 +31,10 @@ python3 scripts/ncu_summary.py "$out"
 # One routed-expert tensor-core GEMM of the prefill in detail (PROFILE_DETAIL=1): speed of light,
 # occupancy, warp stall reasons.
 if [ "${PROFILE_DETAIL:-0}" = 1 ]; then
-  "$ncu" --kernel-name-base demangled --kernel-name "regex:tc_kernel<2" --launch-count 1 \
+  "$ncu" --kernel-name-base demangled --kernel-name "regex:${DETAIL_KERNEL:-tc_kernel<2}" --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-    .gpu/bin/bench_model --device cuda --batch 16 --prefill 128 --decode 0 --reps 1 "$dir" \
-    > "$out/ncu_tc_moe_detail.txt" 2>&1
+    .gpu/bin/bench_model --device cuda ${DETAIL_ARGS:---batch 16 --prefill 128 --decode 0} --reps 1 \
+    ${BENCH_FLAGS:-} "$dir" > "$out/ncu_tc_moe_detail.txt" 2>&1
   grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles|Block Limit|Issued" \
     "$out/ncu_tc_moe_detail.txt" | head -40
 fi
