@@ -22,7 +22,13 @@
 namespace deepinfer::structured {
 
 struct CachedMask {
-  std::vector<uint32_t> bits;  // [bitmask_words]
+  // The bits of the tokens decided by the DFAs alone: TokenVocabulary::plain_mask(plain_depth,
+  // plain_class) with the words in `patch` replaced ((word index, value), ascending). Most
+  // entries differ from their plain mask in a few words, so an entry is small (no 16 KB block
+  // per frontier: fewer page faults, and hits copy a plain mask that stays in cache).
+  uint32_t plain_depth = 0;
+  int plain_class = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> patch;
   // Exits with tokens below them (an exit that is a leaf needs no parser walk). Equal state
   // vectors share one offset, so the offset identifies the parser set pushed at the exit.
   struct Exit {
@@ -31,17 +37,18 @@ struct CachedMask {
   };
   std::vector<Exit> exits;
   std::vector<uint32_t> exit_states;
-  size_t bytes() const { return bits.size() * 4 + exits.size() * 8 + exit_states.size() * 4 + 64; }
+  size_t bytes() const { return patch.size() * 8 + exits.size() * 8 + exit_states.size() * 4 + 96; }
 };
 
 struct TokenVocabulary::MaskCache {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const CachedMask>> entries;
   size_t bytes = 0;
-  // plain_depth (plain_depth.h) per (Dfa::content_id, DFA state), for the two stop rules.
-  std::map<std::pair<uint64_t, uint32_t>, uint32_t> plain_alive, plain_quiet;
-  // plain_dies_by per (Dfa::content_id, DFA state, k).
-  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, bool> plain_dies;
+  // plain_depth (plain_depth.h) per (Dfa::content_id, DFA state), for the two stop rules, per
+  // plain class.
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> plain_alive[2], plain_quiet[2];
+  // plain_dies_by per (Dfa::content_id, DFA state, k), per plain class.
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, bool> plain_dies[2];
 };
 
 }  // namespace deepinfer::structured

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "structured/plain_depth.h"
+#include "structured/plain_text.h"
 
 namespace deepinfer::structured {
 namespace {
@@ -67,7 +68,7 @@ void GrammarMatcher::rollback(int n) {
 }
 
 Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
-                            uint32_t skip_plain_len, uint32_t* bits, const Collect* collect,
+                            uint32_t skip_plain_len, int plain_cls, uint32_t* bits, const Collect* collect,
                             uint32_t level, uint32_t push, const uint64_t* first_bytes) {
   while (levels_.size() <= level) levels_.push_back(std::make_unique<WalkLevel>());
   WalkLevel& lv = *levels_[level];
@@ -97,7 +98,15 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
   }
   const size_t m = lv.dfas.size();
   if (m == 0) return OkStatus();
-  const auto& trie = vocab_->trie();
+  // A walk that skips every plain subtree visits exactly the skip trie's nodes (exits are
+  // recorded by their index in the full trie).
+  const TrieNode* trie = vocab_->trie().data();
+  const uint32_t* orig = nullptr;
+  if (record && parent == 0 && skip_plain_len >= vocab_->max_plain_len(plain_cls)) {
+    const SkipTrie& st = vocab_->skip_trie(plain_cls);
+    trie = st.nodes.data();
+    orig = st.orig.data();
+  }
   const int32_t* toks = vocab_->trie_tokens().data();
   // Per depth, the lexemes still alive: lexeme index and DFA state (sparse: below the first
   // bytes of a token usually one or two of many lexemes are left).
@@ -137,7 +146,7 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
   uint32_t i = begin;
   while (i < end) {
     const TrieNode& n = trie[i];
-    if (n.plain_len <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
+    if (n.plain_len_of(plain_cls) <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
     size_t rel = n.depth - base_depth;
     if (first_bytes && rel == 1 && !((first_bytes[n.byte >> 6] >> (n.byte & 63)) & 1)) {
       i = n.subtree_end;  // the caller's walk covers this subtree
@@ -175,7 +184,7 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
         exit_key_.assign(reinterpret_cast<const char*>(cur), m * sizeof(uint32_t));
         auto ins = exit_dedup_.emplace(exit_key_, static_cast<uint32_t>(record->exit_states.size()));
         if (ins.second) record->exit_states.insert(record->exit_states.end(), cur, cur + m);
-        record->exits.push_back({i, ins.first->second});
+        record->exits.push_back({orig ? orig[i] : i, ins.first->second});
       } else {
         work_ = work;
         uint32_t child = push_id(push, cur, m);
@@ -193,11 +202,12 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
   return OkStatus();
 }
 
-uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, bool* no_longer) {
+uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, int cls,
+                                              bool* no_longer) {
   *no_longer = false;
   // Plain tokens of at most d bytes are all allowed, with no exit, when every lexeme stays
   // quiet (never accepts) for d bytes of plain text and one stays alive and quiet for d bytes.
-  const uint32_t cap = vocab_->max_plain_len();
+  const uint32_t cap = vocab_->max_plain_len(cls);
   auto depth = [&](std::map<std::pair<uint64_t, uint32_t>, uint32_t>& memo, const FrontierEntry& f,
                    bool stop_at_dead) {
     std::pair<uint64_t, uint32_t> key(f.content, f.state);
@@ -206,17 +216,17 @@ uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, 
       auto it = memo.find(key);
       if (it != memo.end()) return it->second;
     }
-    uint32_t d = plain_depth(grammar_->dfa(f.terminal), f.state, stop_at_dead, cap);
+    uint32_t d = plain_depth(grammar_->dfa(f.terminal), f.state, stop_at_dead, cap, 4096, cls);
     std::lock_guard<std::mutex> lock(slot.mu);
     memo.emplace(key, d);
     return d;
   };
   uint32_t alive = 0;
-  for (const auto& f : frontier_) alive = std::max(alive, depth(slot.plain_alive, f, true));
+  for (const auto& f : frontier_) alive = std::max(alive, depth(slot.plain_alive[cls], f, true));
   uint32_t d = alive;
   for (const auto& f : frontier_) {
     if (d == 0) break;
-    d = std::min(d, depth(slot.plain_quiet, f, false));
+    d = std::min(d, depth(slot.plain_quiet[cls], f, false));
   }
   // Plain tokens longer than d: none is allowed (and none reaches an exit) when every lexeme
   // dies on every plain text of d + 1 bytes. Checked for small frontiers (bounded work).
@@ -227,13 +237,13 @@ uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, 
       bool dies;
       {
         std::lock_guard<std::mutex> lock(slot.mu);
-        auto it = slot.plain_dies.find(key);
-        if (it != slot.plain_dies.end()) { all &= it->second; if (!all) break; continue; }
+        auto it = slot.plain_dies[cls].find(key);
+        if (it != slot.plain_dies[cls].end()) { all &= it->second; if (!all) break; continue; }
       }
-      dies = plain_dies_by(grammar_->dfa(f.terminal), f.state, d + 1);
+      dies = plain_dies_by(grammar_->dfa(f.terminal), f.state, d + 1, 20000, cls);
       {
         std::lock_guard<std::mutex> lock(slot.mu);
-        slot.plain_dies.emplace(key, dies);
+        slot.plain_dies[cls].emplace(key, dies);
       }
       all &= dies;
       if (!all) break;
@@ -259,21 +269,36 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
     }
   }
   auto entry = std::make_shared<CachedMask>();
+  // The plain class with the deeper plain depth (kJson on ties: more plain tokens); a class
+  // whose longer plain texts all kill the frontier (no_longer) skips every plain subtree.
   bool no_longer = false;
-  uint32_t d = frontier_plain_depth(slot, &no_longer);
-  stats_.plain_depth = d;
-  if (d > 0) {
-    const uint32_t* plain = vocab_->plain_mask(d);
-    entry->bits.assign(plain, plain + vocab_->bitmask_words());
-  } else {
-    entry->bits.assign(vocab_->bitmask_words(), 0);
+  int cls = plain_text::kJson;
+  uint32_t d = frontier_plain_depth(slot, plain_text::kJson, &no_longer);
+  if (d < vocab_->max_plain_len(plain_text::kJson) && !no_longer) {
+    bool no_longer_ecma = false;
+    uint32_t d_ecma = frontier_plain_depth(slot, plain_text::kEcmaDot, &no_longer_ecma);
+    if (d_ecma > d) { d = d_ecma; cls = plain_text::kEcmaDot; no_longer = no_longer_ecma; }
   }
+  stats_.plain_depth = d;
+  stats_.plain_class = cls;
+  entry->plain_depth = d;
+  entry->plain_class = cls;
+  const size_t words = vocab_->bitmask_words();
+  const uint32_t* plain = vocab_->plain_mask(d, cls);
+  record_bits_.assign(plain, plain + words);
   exit_dedup_.clear();
   // Skip plain subtrees whose tokens plain_mask(d) covers, or all of them (see no_longer).
   uint32_t skip = no_longer ? TrieNode::kNotPlain - 1u : d;
-  *status = walk(0, entry.get(), skip,
-                 entry->bits.data(), nullptr, 0, 0, nullptr);
+  *status = walk(0, entry.get(), skip, cls, record_bits_.data(), nullptr, 0, 0, nullptr);
   if (!status->ok()) return nullptr;
+  // The patch: words that differ from the plain mask (compared 64 bytes at a time; most agree).
+  for (size_t w0 = 0; w0 < words; w0 += 16) {
+    const size_t w1 = std::min(words, w0 + 16);
+    if (std::memcmp(record_bits_.data() + w0, plain + w0, (w1 - w0) * 4) == 0) continue;
+    for (size_t w = w0; w < w1; ++w) {
+      if (record_bits_[w] != plain[w]) entry->patch.emplace_back(static_cast<uint32_t>(w), record_bits_[w]);
+    }
+  }
   // Grouped by state vector, so that a mask pushes each vector's set once (walk_exits).
   std::stable_sort(entry->exits.begin(), entry->exits.end(),
                    [](const CachedMask::Exit& a, const CachedMask::Exit& b) {
@@ -332,7 +357,7 @@ Status GrammarMatcher::walk_below_exit(uint32_t node, uint32_t child_id, const u
     Status s;
     if (any) {
       Collect c{&local, n.tok_end};
-      s = walk(node, nullptr, 0, bits, &c, level + 1, child_id, first);
+      s = walk(node, nullptr, 0, plain_text::kJson, bits, &c, level + 1, child_id, first);
     }
     if (!pushed) parser_.pop_sets(1);
     DI_RETURN_IF_ERROR(s);
@@ -471,7 +496,8 @@ Status GrammarMatcher::fill_mask(uint32_t* bitmask, size_t num_words) {
   if (!frontier_.empty()) {
     auto cached = frontier_mask(&status);
     if (cached) {
-      std::memcpy(bitmask, cached->bits.data(), words * 4);
+      std::memcpy(bitmask, vocab_->plain_mask(cached->plain_depth, cached->plain_class), words * 4);
+      for (const auto& [w, v] : cached->patch) bitmask[w] = v;
       if (num_words > words) std::memset(bitmask + words, 0, (num_words - words) * 4);
       status = walk_exits(*cached, scans, bitmask);
     }

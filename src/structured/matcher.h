@@ -25,6 +25,7 @@ struct MaskStats {
   bool cache_hit = false;       // the frontier's context-independent part came from the cache
   uint32_t frontier = 0;        // distinct (terminal, DFA state) pairs in the top set
   uint32_t plain_depth = 0;     // plain tokens up to this many bytes were allowed en bloc
+  int plain_class = 0;          // of this plain class (plain_text.h)
   uint32_t exits = 0;           // exits with tokens below them
   uint32_t exit_walks = 0;      // parser walks below exits, at any depth
   uint32_t exit_reuses = 0;     // walks below exits taken from the per-mask memo instead
@@ -87,15 +88,17 @@ class GrammarMatcher {
   // The plain depth d of the frontier (plain tokens of <= d bytes are allowed en bloc); sets
   // *no_longer when moreover every plain text of d + 1 bytes kills every lexeme, so that plain
   // subtrees hold nothing else and the walk can skip them all.
-  uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, bool* no_longer);
+  uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, int cls, bool* no_longer);
   // Walks the trie below node `parent` (not `parent` itself): from the frontier (record != null),
   // or from the parser's top set, whose push id (see below) is `push_id`. The walk goes on past
   // exits with the DFA states alone (what the moved items allow there). With `first_bytes`
   // (256 bits), a subtree at depth base_depth + 1 whose byte is not in it is skipped: there the
   // top set behaves as the set below continued, which the caller's walk covers (see
   // new_scan_bytes).
+  // Plain subtrees of class plain_cls with plain_len <= skip_plain_len are skipped (when that
+  // skips every one, the record walk runs over the vocabulary's SkipTrie instead).
   Status walk(uint32_t parent, CachedMask* record,
-              uint32_t skip_plain_len, uint32_t* bits, const Collect* collect, uint32_t level,
+              uint32_t skip_plain_len, int plain_cls, uint32_t* bits, const Collect* collect, uint32_t level,
               uint32_t push_id, const uint64_t* first_bytes);
   // The bytes some *new* scan item of the parser's top set takes: one not moved there from the
   // set below by push_scanned (EarleyParser::copy_end). After any other byte only moved items
@@ -135,6 +138,7 @@ class GrammarMatcher {
   std::vector<std::unique_ptr<WalkLevel>> levels_;
   std::unordered_map<std::string, uint32_t> exit_dedup_;   // record walk: state vector -> offset
   std::string exit_key_;
+  std::vector<uint32_t> record_bits_;  // the bits of a cache miss, before they become a patch
   // Per fill_mask. A set pushed at an exit is a function of the set below it and the DFA states
   // pushed, so it gets an id from (parent id, states) (the top set is id 0); the walk below an
   // exit is a function of that id and the forest below the node: (id, forest) -> allowed token

@@ -1,4 +1,4 @@
-// How far a lexeme provably runs on plain text (plain_text.h), for the mask fast path: from DFA
+// How far a lexeme provably runs on plain text of class `cls` (plain_text.h), for the mask fast path: from DFA
 // state `state`, over every plain-text string w of 1..n bytes,
 //   stop_at_dead = true:  the DFA stays alive and non-accepting (the lexeme cannot end or die);
 //   stop_at_dead = false: the DFA never accepts (it may die).
@@ -10,14 +10,16 @@
 #include <cstdint>
 
 #include "structured/automaton.h"
+#include "structured/plain_text.h"
 
 namespace deepinfer::structured {
 
 uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                     uint32_t max_visit = 4096);
+                     uint32_t max_visit = 4096, int cls = plain_text::kJson);
 
 // True when every plain-text string of exactly k bytes takes the DFA from `state` to the dead
 // state (so does every longer one). False when some does not, or past `max_work` steps.
-bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work = 20000);
+bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work = 20000,
+                   int cls = plain_text::kJson);
 
 }  // namespace deepinfer::structured

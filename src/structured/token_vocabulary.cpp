@@ -48,7 +48,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     return v->bytes_[a] < v->bytes_[b] || (v->bytes_[a] == v->bytes_[b] && a < b);
   });
   auto& trie = v->trie_;
-  trie.push_back({0, 0, 0, 0, 0, 0});
+  trie.push_back({0, 0, 0, 0, 0, 0, 0});
   std::vector<uint32_t> path{0};  // node index per depth
   std::string prev;
   for (int32_t id : order) {
@@ -62,7 +62,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     }
     for (size_t d = lcp; d < s.size(); ++d) {
       uint32_t tok = static_cast<uint32_t>(v->trie_tokens_.size());
-      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(s[d])});
+      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(s[d]), 0});
       path.push_back(static_cast<uint32_t>(trie.size() - 1));
     }
     TrieNode& node = trie[path.back()];
@@ -82,7 +82,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
   return std::shared_ptr<const TokenVocabulary>(v);
 }
 
-void TokenVocabulary::index_trie() {
+void TokenVocabulary::index_plain(int cls) {
   const uint32_t n = static_cast<uint32_t>(trie_.size());
   // Plain-text state per node (from the root) and, bottom-up, the plain subtree lengths.
   std::vector<uint8_t> pstate(n, plain_text::kDead);
@@ -91,41 +91,70 @@ void TokenVocabulary::index_trie() {
   for (uint32_t i = 1; i < n; ++i) {
     while (!parent_stack.empty() && trie_[parent_stack.back()].subtree_end <= i) parent_stack.pop_back();
     uint32_t parent = parent_stack.empty() ? 0 : parent_stack.back();
-    pstate[i] = plain_text::step(pstate[parent], trie_[i].byte);
+    pstate[i] = plain_text::step(pstate[parent], trie_[i].byte, cls);
     parent_stack.push_back(i);
   }
-  trie_[0].plain_len = TrieNode::kNotPlain;  // the root's tokens are everything
+  auto len_of = [&](uint32_t i) -> uint16_t& {
+    return cls == plain_text::kJson ? trie_[i].plain_len : trie_[i].plain_len_ecma;
+  };
+  len_of(0) = TrieNode::kNotPlain;  // the root's tokens are everything
   for (uint32_t i = n; i-- > 1;) {
     TrieNode& node = trie_[i];
     uint32_t len = pstate[i] == plain_text::kDead ? TrieNode::kNotPlain : node.depth;
     for (uint32_t c = i + 1; c < node.subtree_end && len != TrieNode::kNotPlain; c = trie_[c].subtree_end) {
-      len = trie_[c].plain_len == TrieNode::kNotPlain ? TrieNode::kNotPlain
-                                                      : std::max<uint32_t>(len, trie_[c].plain_len);
+      len = len_of(c) == TrieNode::kNotPlain ? TrieNode::kNotPlain : std::max<uint32_t>(len, len_of(c));
     }
     if (len >= TrieNode::kNotPlain) len = TrieNode::kNotPlain;
-    node.plain_len = static_cast<uint16_t>(len);
+    len_of(i) = static_cast<uint16_t>(len);
   }
-  max_token_len_ = 0;
-  for (const TrieNode& t : trie_) max_token_len_ = std::max<uint32_t>(max_token_len_, t.depth);
   // Plain-token masks by length.
-  max_plain_len_ = 0;
+  uint32_t& max_len = max_plain_len_[cls];
+  max_len = 0;
   for (uint32_t i = 1; i < n; ++i) {
     if (pstate[i] != plain_text::kDead && trie_[i].tok_end > trie_[i].tok_begin) {
-      max_plain_len_ = std::max<uint32_t>(max_plain_len_, trie_[i].depth);
+      max_len = std::max<uint32_t>(max_len, trie_[i].depth);
     }
   }
   const size_t words = bitmask_words();
-  plain_masks_.assign((max_plain_len_ + 1) * words, 0);
+  std::vector<uint32_t>& masks = plain_masks_[cls];
+  masks.assign((max_len + 1) * words, 0);
   for (uint32_t i = 1; i < n; ++i) {
     if (pstate[i] == plain_text::kDead) continue;
-    uint32_t* row = plain_masks_.data() + trie_[i].depth * words;
+    uint32_t* row = masks.data() + trie_[i].depth * words;
     for (uint32_t t = trie_[i].tok_begin; t < trie_[i].tok_end; ++t) {
       row[trie_tokens_[t] >> 5] |= 1u << (trie_tokens_[t] & 31);
     }
   }
-  for (uint32_t d = 1; d <= max_plain_len_; ++d) {
-    for (size_t w = 0; w < words; ++w) plain_masks_[d * words + w] |= plain_masks_[(d - 1) * words + w];
+  for (uint32_t d = 1; d <= max_len; ++d) {
+    for (size_t w = 0; w < words; ++w) masks[d * words + w] |= masks[(d - 1) * words + w];
   }
+  // The skip trie: the nodes that are not roots of (or inside) plain subtrees, in DFS order.
+  SkipTrie& st = skip_trie_[cls];
+  st.nodes.clear();
+  st.orig.clear();
+  std::vector<uint32_t> open;  // skip-trie indices of the nodes whose subtree is being copied
+  for (uint32_t i = 0; i < n;) {
+    while (!open.empty() && trie_[st.orig[open.back()]].subtree_end <= i) {
+      st.nodes[open.back()].subtree_end = static_cast<uint32_t>(st.nodes.size());
+      open.pop_back();
+    }
+    if (len_of(i) != TrieNode::kNotPlain) { i = trie_[i].subtree_end; continue; }
+    open.push_back(static_cast<uint32_t>(st.nodes.size()));
+    st.nodes.push_back(trie_[i]);
+    st.orig.push_back(i);
+    ++i;
+  }
+  while (!open.empty()) {
+    st.nodes[open.back()].subtree_end = static_cast<uint32_t>(st.nodes.size());
+    open.pop_back();
+  }
+}
+
+void TokenVocabulary::index_trie() {
+  const uint32_t n = static_cast<uint32_t>(trie_.size());
+  max_token_len_ = 0;
+  for (const TrieNode& t : trie_) max_token_len_ = std::max<uint32_t>(max_token_len_, t.depth);
+  for (int cls = 0; cls < plain_text::kNumClasses; ++cls) index_plain(cls);
   // Forest ids, bottom-up: a node's forest is the list of (byte, token count, forest) of its
   // children.
   forest_id_.assign(n, 0);

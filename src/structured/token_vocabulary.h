@@ -23,7 +23,18 @@ struct TrieNode {
   // bytes; otherwise kNotPlain. A mask walk skips such a subtree when plain_mask(d) covers it.
   uint16_t plain_len;
   uint8_t byte;
+  // The same for plain class kEcmaDot (plain_text.h: plain text without U+2028/U+2029).
+  uint16_t plain_len_ecma;
   static constexpr uint16_t kNotPlain = 0xFFFF;
+  uint16_t plain_len_of(int cls) const { return cls == 0 ? plain_len : plain_len_ecma; }
+};
+
+// The trie without its plain subtrees (of one plain class): what a walk that skips every plain
+// subtree visits, as a trie of its own in DFS order (subtree_end indexes `nodes`; depth, byte and
+// token ranges are the full trie's), and per node its index in the full trie.
+struct SkipTrie {
+  std::vector<TrieNode> nodes;
+  std::vector<uint32_t> orig;
 };
 
 class TokenVocabulary {
@@ -42,12 +53,15 @@ class TokenVocabulary {
   const std::vector<TrieNode>& trie() const { return trie_; }
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
   size_t bitmask_words() const { return (static_cast<size_t>(vocab_size_) + 31) / 32; }
-  // Bits of the plain-text tokens of at most d bytes ([bitmask_words]).
-  const uint32_t* plain_mask(uint32_t d) const {
-    if (d > max_plain_len_) d = max_plain_len_;
-    return plain_masks_.data() + static_cast<size_t>(d) * bitmask_words();
+  // Bits of the plain-text tokens (of plain class cls, plain_text.h) of at most d bytes
+  // ([bitmask_words]).
+  const uint32_t* plain_mask(uint32_t d, int cls = 0) const {
+    if (d > max_plain_len_[cls]) d = max_plain_len_[cls];
+    return plain_masks_[cls].data() + static_cast<size_t>(d) * bitmask_words();
   }
-  uint32_t max_plain_len() const { return max_plain_len_; }
+  uint32_t max_plain_len(int cls = 0) const { return max_plain_len_[cls]; }
+  // The trie less every subtree of plain class cls (see SkipTrie).
+  const SkipTrie& skip_trie(int cls) const { return skip_trie_[cls]; }
   uint32_t max_token_len() const { return max_token_len_; }  // trie depth
   // Equal ids <=> equal forests below the two nodes (same child bytes, token counts and shapes
   // all the way down), so a walk below one maps onto the other by token offset from tok_end.
@@ -59,7 +73,8 @@ class TokenVocabulary {
   uint32_t num_forests() const { return num_forests_; }
 
  private:
-  void index_trie();  // plain_len, plain masks, forest ids
+  void index_trie();  // plain_len, plain masks, skip tries, forest ids
+  void index_plain(int cls);
 
   std::vector<std::string> bytes_;
   std::vector<uint8_t> special_;
@@ -67,8 +82,9 @@ class TokenVocabulary {
   int32_t vocab_size_ = 0;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
-  std::vector<uint32_t> plain_masks_;  // [max_plain_len_ + 1][bitmask_words]
-  uint32_t max_plain_len_ = 0;
+  std::vector<uint32_t> plain_masks_[2];  // per class: [max_plain_len_ + 1][bitmask_words]
+  uint32_t max_plain_len_[2] = {0, 0};
+  SkipTrie skip_trie_[2];
   uint32_t max_token_len_ = 0;
   std::vector<uint32_t> forest_id_;    // per trie node
   uint32_t num_forests_ = 0;

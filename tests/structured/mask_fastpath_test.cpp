@@ -21,7 +21,9 @@ std::vector<std::string> random_tokens(std::mt19937& rng, int n) {
       "a", "e", "n", "s", "t", "ing", "name", "id", "x", "Q", " ", "  ", "\"", "\",", "\":", "\"}",
       "\"]", "{", "}", "[", "]", ",", ":", "0", "1", "9", "12", ".", "-", "+", "e", "E", "\\", "\\\"",
       "\\n", "\\u00", "\n", "\t", "\x01", "true", "false", "null", "@", "/", "\xc3\xa9", "\xe6\xad\xaa",
-      "\xf0\x9f\x98\x80", "\xe6", "\xad", "\xaa\xe6", "\xc3", "\xa9", "_", "T", "Z", ":0"};
+      "\xf0\x9f\x98\x80", "\xe6", "\xad", "\xaa\xe6", "\xc3", "\xa9", "_", "T", "Z", ":0",
+      // U+2028, U+2029 (not ECMA `.`), their partial prefixes and a neighbour (U+2027).
+      "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80", "\xe2", "\xa8", "\xe2\x80\xa7"};
   std::vector<std::string> toks;
   std::set<std::string> seen;
   while (static_cast<int>(toks.size()) < n) {
@@ -35,7 +37,7 @@ std::vector<std::string> random_tokens(std::mt19937& rng, int n) {
 }
 
 struct Totals {
-  uint64_t plain_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
+  uint64_t plain_masks = 0, ecma_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
 };
 
 void check_walks(const std::shared_ptr<CompiledGrammar>& g,
@@ -49,6 +51,7 @@ void check_walks(const std::shared_ptr<CompiledGrammar>& g,
       const MaskStats& st = m.last_mask_stats();
       ++totals->masks;
       totals->plain_masks += st.plain_depth > 0;
+      totals->ecma_masks += st.plain_depth > 0 && st.plain_class == plain_text::kEcmaDot;
       totals->exits += st.exits;
       totals->exit_reuses += st.exit_reuses;
       auto expect = brute_force(m, *vocab);
@@ -57,7 +60,8 @@ void check_walks(const std::shared_ptr<CompiledGrammar>& g,
         bool bit = (mask[t >> 5] >> (t & 31)) & 1;
         ASSERT_EQ(bit, expect[t]) << "seed " << test_seed() << " walk " << w << " step " << s << " token "
                                   << t << " bytes '" << (t < vocab->num_tokens() ? vocab->token_bytes(t) : "<pad>")
-                                  << "' plain_depth " << st.plain_depth << " hit " << st.cache_hit;
+                                  << "' plain_depth " << st.plain_depth << " class " << st.plain_class
+                                  << " hit " << st.cache_hit;
         if (bit) allowed.push_back(t);
       }
       if (allowed.empty()) break;
@@ -82,11 +86,19 @@ class FastPath : public ::testing::Test {
 TEST_F(FastPath, TrieIndexMatchesBruteForce) {
   const auto& trie = vocab_->trie();
   const auto& toks = vocab_->trie_tokens();
-  auto is_plain = [](const std::string& s) {
+  auto is_plain_cls = [](const std::string& s, int cls) {
     uint8_t r = plain_text::kStart;
-    for (char c : s) r = plain_text::step(r, static_cast<uint8_t>(c));
+    for (char c : s) r = plain_text::step(r, static_cast<uint8_t>(c), cls);
     return r != plain_text::kDead;
   };
+  auto is_plain = [&](const std::string& s) { return is_plain_cls(s, plain_text::kJson); };
+  // The ECMA class is the JSON class less the texts holding U+2028 or U+2029 (a partial prefix
+  // of them at the end stays plain).
+  for (int32_t t = 0; t < vocab_->num_tokens(); ++t) {
+    const std::string& b = vocab_->token_bytes(t);
+    bool has_sep = b.find("\xe2\x80\xa8") != std::string::npos || b.find("\xe2\x80\xa9") != std::string::npos;
+    ASSERT_EQ(is_plain_cls(b, plain_text::kEcmaDot), is_plain(b) && !has_sep) << "token " << t;
+  }
   std::vector<std::string> path(trie.size());
   std::vector<uint32_t> stack;
   std::map<uint32_t, std::vector<std::string>> forest_suffixes;  // forest id -> suffix list
@@ -101,25 +113,50 @@ TEST_F(FastPath, TrieIndexMatchesBruteForce) {
     uint32_t last = n.tok_end;
     for (uint32_t j = i + 1; j < n.subtree_end; ++j) last = std::max(last, trie[j].tok_end);
     uint32_t max_len = 0;
-    bool all_plain = true;
+    bool all_plain = true, all_ecma = true;
     std::vector<std::string> suffixes;
     for (uint32_t t = n.tok_begin; t < last; ++t) {
       const std::string& b = vocab_->token_bytes(toks[t]);
       ASSERT_EQ(b.compare(0, path[i].size(), path[i]), 0) << "token outside its subtree";
       all_plain &= is_plain(b);
+      all_ecma &= is_plain_cls(b, plain_text::kEcmaDot);
       max_len = std::max<uint32_t>(max_len, static_cast<uint32_t>(b.size()));
       if (t >= n.tok_end) suffixes.push_back(b.substr(path[i].size()));
     }
     EXPECT_EQ(n.plain_len, all_plain ? max_len : TrieNode::kNotPlain) << "node " << i;
+    EXPECT_EQ(n.plain_len_ecma, all_ecma ? max_len : TrieNode::kNotPlain) << "node " << i;
     auto ins = forest_suffixes.emplace(vocab_->forest_id(i), suffixes);
     if (!ins.second) EXPECT_EQ(ins.first->second, suffixes) << "forest " << vocab_->forest_id(i);
   }
-  for (uint32_t d = 0; d <= vocab_->max_plain_len() + 1; ++d) {
-    const uint32_t* pm = vocab_->plain_mask(d);
-    for (int32_t t = 0; t < vocab_->vocab_size(); ++t) {
-      bool expect = t < vocab_->num_tokens() && !vocab_->is_special(t) && !vocab_->is_eos(t) &&
-                    is_plain(vocab_->token_bytes(t)) && vocab_->token_bytes(t).size() <= d;
-      ASSERT_EQ(static_cast<bool>((pm[t >> 5] >> (t & 31)) & 1), expect) << "d " << d << " token " << t;
+  for (int cls = 0; cls < plain_text::kNumClasses; ++cls) {
+    for (uint32_t d = 0; d <= vocab_->max_plain_len(cls) + 1; ++d) {
+      const uint32_t* pm = vocab_->plain_mask(d, cls);
+      for (int32_t t = 0; t < vocab_->vocab_size(); ++t) {
+        bool expect = t < vocab_->num_tokens() && !vocab_->is_special(t) && !vocab_->is_eos(t) &&
+                      is_plain_cls(vocab_->token_bytes(t), cls) && vocab_->token_bytes(t).size() <= d;
+        ASSERT_EQ(static_cast<bool>((pm[t >> 5] >> (t & 31)) & 1), expect)
+            << "class " << cls << " d " << d << " token " << t;
+      }
+    }
+    // The skip trie: exactly the nodes outside plain subtrees, in order, with their fields and
+    // subtree ends mapped (a node's skip-trie subtree holds the skip-trie nodes of its subtree).
+    const SkipTrie& st = vocab_->skip_trie(cls);
+    std::vector<uint32_t> expect_nodes;
+    for (uint32_t i = 0; i < trie.size(); ++i) {
+      if (trie[i].plain_len_of(cls) == TrieNode::kNotPlain) expect_nodes.push_back(i);
+    }
+    ASSERT_EQ(st.orig, expect_nodes) << "class " << cls;
+    ASSERT_EQ(st.nodes.size(), expect_nodes.size());
+    for (uint32_t k = 0; k < st.nodes.size(); ++k) {
+      const TrieNode& a = st.nodes[k];
+      const TrieNode& b = trie[st.orig[k]];
+      ASSERT_EQ(a.byte, b.byte);
+      ASSERT_EQ(a.depth, b.depth);
+      ASSERT_EQ(a.tok_begin, b.tok_begin);
+      ASSERT_EQ(a.tok_end, b.tok_end);
+      uint32_t end = k + 1;
+      while (end < st.nodes.size() && st.orig[end] < b.subtree_end) ++end;
+      ASSERT_EQ(a.subtree_end, end) << "class " << cls << " skip node " << k;
     }
   }
 }
@@ -139,6 +176,20 @@ TEST_F(FastPath, JsonSchemaStringsMatchBruteForce) {
   EXPECT_GT(totals.plain_masks, 0u);
   EXPECT_GT(totals.exits, 0u);
   EXPECT_GT(totals.exit_reuses, 0u);
+}
+
+TEST_F(FastPath, EcmaDotPatternsMatchBruteForce) {
+  // ECMA `.` excludes U+2028/U+2029: these strings use the kEcmaDot plain class (otherwise
+  // their plain depth is 2 bytes), and the tokens holding a separator must stay exact.
+  auto g = compile_json_schema(R"({"type":"object","properties":{
+      "dot":{"type":"string","pattern":"^.+$"},"mid":{"type":"string","pattern":"^a.*b"},
+      "cnt":{"type":"string","pattern":"^.{0,9}$"},"free":{"type":"string","pattern":"x."}},
+      "required":["dot","mid","cnt","free"],"additionalProperties":false})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Totals totals;
+  check_walks(g->grammar, vocab_, 12, 60, rng_, &totals);
+  EXPECT_GT(totals.ecma_masks, 0u);
+  EXPECT_GT(totals.exits, 0u);
 }
 
 TEST_F(FastPath, AnyJsonMatchesBruteForce) {
