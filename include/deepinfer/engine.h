@@ -79,6 +79,27 @@ struct EngineConfig {
   int num_redundant_experts = 0;
   int eplb_window_size = 1000;
   int eplb_step_interval = 3000;
+  // Context parallelism (--context-parallel-size; docs/dist.md "Context parallelism"): this
+  // engine is rank context_parallel_rank of context_parallel_size. Every rank runs the same
+  // requests with the same scheduler in lockstep; a prefill chunk of at least
+  // context_parallel_min_tokens tokens is split over the ranks (serpentine blocks of
+  // context_parallel_block rows, equal attention work) through a communicator handed in by the
+  // launcher (engine/context_parallel.h); the rest (decode, short chunks) runs replicated on every
+  // rank. DeepSeek-V4 only; not with data_parallel_size > 1 or enable_expert_parallel; no
+  // structured outputs; async scheduling is turned off.
+  int context_parallel_size = 1;
+  int context_parallel_rank = 0;
+  int64_t context_parallel_min_tokens = 1024;
+  int64_t context_parallel_block = 16;
+  // Tensor parallelism (--tensor-parallel-size; docs/dist.md "Tensor parallelism"): this engine
+  // is rank tensor_parallel_rank of tensor_parallel_size and holds a 1/W shard of the big
+  // matrices (model/deepseek_v4/tensor_parallel.h). Every rank runs the same requests with the
+  // same scheduler in lockstep over a communicator handed in by the launcher; the all-reduced
+  // logits are the same on every rank. DeepSeek-V4 only; not with data_parallel_size > 1,
+  // enable_expert_parallel or context_parallel_size > 1; no structured outputs; async
+  // scheduling is turned off.
+  int tensor_parallel_size = 1;
+  int tensor_parallel_rank = 0;
 
 
   // Sampling on the device (docs/engine.md "Sampling on the device"): a step whose sampling rows
@@ -100,6 +121,7 @@ struct EngineStats {
   int64_t num_idle_steps = 0;         // data parallel + expert parallel: steps with no own work
   int64_t num_eplb_rebalances = 0;   // live EPLB: placements applied (EngineConfig.enable_eplb)
   int64_t num_device_sampled_steps = 0;  // steps sampled by the backend (EngineConfig::device_sampling)
+  int64_t num_context_parallel_chunks = 0;  // prefill chunks split over the CP ranks
   std::string kv_summary;             // pool sizes per kind of state
 };
 

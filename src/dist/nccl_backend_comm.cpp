@@ -45,14 +45,16 @@ Status NcclBackendCommunicator::all_to_all_v(const Tensor& send, const std::vect
   std::vector<int64_t> sc, so, rc, ro;
   to_elements(send_rows, width, sc, so);
   to_elements(recv_rows, width, rc, ro);
-  return nccl_->all_to_all_v(send.raw(), sc, so, recv.raw(), rc, ro, type, stream_);
+  DI_RETURN_IF_ERROR(nccl_->all_to_all_v(send.raw(), sc, so, recv.raw(), rc, ro, type, stream_));
+  return wait_ ? nccl_->synchronize(stream_) : OkStatus();
 }
 
 Status NcclBackendCommunicator::all_reduce_sum(Tensor& inout) {
   if (inout.dtype() != DType::kF32 && inout.dtype() != DType::kI32)
     return InvalidArgument("nccl all_reduce_sum: " + inout.describe() + " (F32 or I32 only)");
   DI_ASSIGN_OR_RETURN(NcclType type, nccl_type_of(inout.dtype()));
-  return nccl_->all_reduce_sum(inout.raw(), inout.raw(), static_cast<size_t>(inout.numel()), type, stream_);
+  DI_RETURN_IF_ERROR(nccl_->all_reduce_sum(inout.raw(), inout.raw(), static_cast<size_t>(inout.numel()), type, stream_));
+  return wait_ ? nccl_->synchronize(stream_) : OkStatus();
 }
 
 StatusOr<std::vector<int64_t>> NcclBackendCommunicator::exchange_counts(const std::vector<int64_t>& send,

@@ -16,9 +16,19 @@ class NcclBackendCommunicator final : public Communicator {
  public:
   // `backend` (borrowed) must be the CUDA backend whose stream is `stream`; the communicator
   // owns `nccl`.
+  //
+  // wait_for_completion: every collective blocks until it is done on this GPU (a stream
+  // synchronize after the NCCL calls). REQUIRED when the ranks are threads of one process, one
+  // GPU each (the multi-GPU tests): an NCCL kernel spins on its GPU until every peer has issued
+  // its half, and a thread that meanwhile makes a CUDA call that waits for its own GPU while
+  // holding a process-wide driver lock — cudaMalloc (the backend's cache misses), a download to
+  // pageable memory, lazy loading of a kernel module — stops the peer threads from issuing their
+  // halves (they need that lock too): a deadlock, no error. Waiting here means no rank's GPU ever
+  // has an unmatched NCCL kernel queued while its thread goes on. One process per GPU (the
+  // launcher) has no shared lock and leaves it off (collectives stay asynchronous).
   NcclBackendCommunicator(std::unique_ptr<NcclCommunicator> nccl, backend::Backend* backend,
-                          CUstream_st* stream)
-      : nccl_(std::move(nccl)), be_(backend), stream_(stream) {}
+                          CUstream_st* stream, bool wait_for_completion = false)
+      : nccl_(std::move(nccl)), be_(backend), stream_(stream), wait_(wait_for_completion) {}
 
   const char* name() const override { return "nccl"; }
   int rank() const override { return nccl_->rank(); }
@@ -33,6 +43,7 @@ class NcclBackendCommunicator final : public Communicator {
   std::unique_ptr<NcclCommunicator> nccl_;
   backend::Backend* be_;
   CUstream_st* stream_;
+  bool wait_ = false;
 };
 
 }  // namespace deepinfer::dist

@@ -166,4 +166,10 @@ Status NcclCommunicator::all_reduce_sum(const void* send, void* recv, size_t cou
   return OkStatus();
 }
 
+Status NcclCommunicator::synchronize(CUstream_st* stream) {
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return cuda_error("cudaStreamSynchronize (after an NCCL collective)", e);
+  return OkStatus();
+}
+
 }  // namespace deepinfer::dist

@@ -57,6 +57,11 @@ class NcclCommunicator {
   // In-place allowed (send == recv). count in elements.
   Status all_reduce_sum(const void* send, void* recv, size_t count, NcclType type, CUstream_st* stream);
 
+  // Blocks until the work queued on `stream` (this rank's collectives included) is done
+  // (cudaStreamSynchronize on this communicator's device). See NcclBackendCommunicator's
+  // wait_for_completion for why threads-as-ranks callers need it.
+  Status synchronize(CUstream_st* stream);
+
  private:
   NcclCommunicator(ncclComm* comm, int world_size, int rank, int device)
       : comm_(comm), world_size_(world_size), rank_(rank), device_(device) {}

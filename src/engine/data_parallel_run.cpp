@@ -152,9 +152,11 @@ std::string rank_result_to_jsonl(const RankResult& res) {
                    {"end_time", res.end_time},
                    {"num_steps", res.stats.num_steps},
                    {"num_idle_steps", res.stats.num_idle_steps},
+                   {"num_eplb_rebalances", res.stats.num_eplb_rebalances},
                    {"num_prompt_tokens", res.stats.num_prompt_tokens},
                    {"num_generated_tokens", res.stats.num_generated_tokens},
                    {"num_preemptions", res.stats.num_preemptions},
+                   {"num_context_parallel_chunks", res.stats.num_context_parallel_chunks},
                    {"kv_summary", res.stats.kv_summary}};
   os << nlohmann::json{{"summary", s}}.dump() << "\n";
   return os.str();
@@ -180,9 +182,11 @@ StatusOr<RankResult> rank_result_from_jsonl(const std::string& text) {
         res.end_time = s.at("end_time").get<double>();
         res.stats.num_steps = s.at("num_steps").get<int64_t>();
         res.stats.num_idle_steps = s.at("num_idle_steps").get<int64_t>();
+        res.stats.num_eplb_rebalances = s.at("num_eplb_rebalances").get<int64_t>();
         res.stats.num_prompt_tokens = s.at("num_prompt_tokens").get<int64_t>();
         res.stats.num_generated_tokens = s.at("num_generated_tokens").get<int64_t>();
         res.stats.num_preemptions = s.at("num_preemptions").get<int64_t>();
+        res.stats.num_context_parallel_chunks = s.value("num_context_parallel_chunks", int64_t{0});
         res.stats.kv_summary = s.at("kv_summary").get<std::string>();
         summary = true;
         continue;

@@ -2,6 +2,7 @@
 #include "deepinfer/engine.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "backend/make_backend.h"
 #include "common/check.h"
@@ -12,6 +13,7 @@
 #include "io/hub.h"
 #include "kv/coordinator.h"
 #include "kv/pool_sizing.h"
+#include "model/deepseek_v4/tensor_parallel.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
@@ -77,6 +79,46 @@ Status EngineConfig::validate() const {
     return InvalidArgument("EPLB: need num_redundant_experts >= 0, eplb_window_size >= 1 and "
                            "eplb_step_interval >= 1; got " + std::to_string(num_redundant_experts) + ", " +
                            std::to_string(eplb_window_size) + ", " + std::to_string(eplb_step_interval));
+  if (context_parallel_size < 1)
+    return InvalidArgument("context_parallel_size must be >= 1, got " + std::to_string(context_parallel_size));
+  if (context_parallel_rank < 0 || context_parallel_rank >= context_parallel_size)
+    return InvalidArgument("context_parallel_rank must be in [0, context_parallel_size = " +
+                           std::to_string(context_parallel_size) + "), got " +
+                           std::to_string(context_parallel_rank));
+  if (context_parallel_size > 1) {
+    if (data_parallel_size > 1)
+      return InvalidArgument("context_parallel_size " + std::to_string(context_parallel_size) +
+                             " with data_parallel_size " + std::to_string(data_parallel_size) +
+                             ": context parallelism cannot be combined with data parallelism yet");
+    if (enable_expert_parallel)
+      return InvalidArgument("context_parallel_size " + std::to_string(context_parallel_size) +
+                             " with enable_expert_parallel: not supported (each context-parallel "
+                             "rank holds all the experts)");
+    if (context_parallel_block < 1 ||
+        context_parallel_min_tokens < context_parallel_block * context_parallel_size)
+      return InvalidArgument("context_parallel_min_tokens (" + std::to_string(context_parallel_min_tokens) +
+                             ") must be >= context_parallel_block (" + std::to_string(context_parallel_block) +
+                             ", >= 1) x context_parallel_size (" + std::to_string(context_parallel_size) +
+                             "): every rank needs at least one block of a split chunk");
+  }
+  if (tensor_parallel_size < 1)
+    return InvalidArgument("tensor_parallel_size must be >= 1, got " + std::to_string(tensor_parallel_size));
+  if (tensor_parallel_rank < 0 || tensor_parallel_rank >= tensor_parallel_size)
+    return InvalidArgument("tensor_parallel_rank must be in [0, tensor_parallel_size = " +
+                           std::to_string(tensor_parallel_size) + "), got " +
+                           std::to_string(tensor_parallel_rank));
+  if (tensor_parallel_size > 1) {
+    const std::string tp = "tensor_parallel_size " + std::to_string(tensor_parallel_size);
+    if (data_parallel_size > 1)
+      return InvalidArgument(tp + " with data_parallel_size " + std::to_string(data_parallel_size) +
+                             ": tensor parallelism cannot be combined with data parallelism yet");
+    if (enable_expert_parallel)
+      return InvalidArgument(tp + " with enable_expert_parallel: not supported (the tensor-parallel "
+                             "ranks shard every expert's intermediate dim instead)");
+    if (context_parallel_size > 1)
+      return InvalidArgument(tp + " with context_parallel_size " + std::to_string(context_parallel_size) +
+                             ": not supported");
+  }
   if (data_parallel_rank < 0 || data_parallel_rank >= data_parallel_size) {
     return InvalidArgument("data_parallel_rank must be in [0, data_parallel_size = " +
                            std::to_string(data_parallel_size) + "), got " +
@@ -94,9 +136,38 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 }
 
 StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
-    const EngineConfig& config_in, const engine::ExpertParallelOptions* ep_options) {
+    const EngineConfig& config_in, const engine::ExpertParallelOptions* ep_options,
+    const engine::ContextParallelOptions* cp_options) {
   DI_RETURN_IF_ERROR(config_in.validate());
   EngineConfig config = config_in;
+  const bool cp_group = config.context_parallel_size > 1;
+  if (cp_group && (cp_options == nullptr ||
+                   (cp_options->comm == nullptr && cp_options->nccl_unique_id_hex.empty()))) {
+    return FailedPrecondition(
+        "EngineConfig.context_parallel_size " + std::to_string(config.context_parallel_size) +
+        ": the ranks split long prefills over a communicator that the launcher hands in "
+        "(deepinfer generate --context-parallel-size N); Engine::create alone cannot join a group");
+  }
+  const bool tp_group = config.tensor_parallel_size > 1;
+  if (tp_group && (cp_options == nullptr ||
+                   (cp_options->comm == nullptr && cp_options->nccl_unique_id_hex.empty()))) {
+    return FailedPrecondition(
+        "EngineConfig.tensor_parallel_size " + std::to_string(config.tensor_parallel_size) +
+        ": the ranks all-reduce their shards over a communicator that the launcher hands in "
+        "(deepinfer generate --tensor-parallel-size N); Engine::create alone cannot join a group");
+  }
+  if (tp_group && config.async_scheduling) {
+    log_info("engine: tensor parallel rank " + std::to_string(config.tensor_parallel_rank) + " of " +
+             std::to_string(config.tensor_parallel_size) +
+             ": async scheduling is off (the ranks step in lockstep)");
+    config.async_scheduling = false;
+  }
+  if (cp_group && config.async_scheduling) {
+    log_info("engine: context parallel rank " + std::to_string(config.context_parallel_rank) + " of " +
+             std::to_string(config.context_parallel_size) +
+             ": async scheduling is off (the ranks step in lockstep)");
+    config.async_scheduling = false;
+  }
   const bool ep_group = config.enable_expert_parallel && config.data_parallel_size > 1;
   if (ep_group && (ep_options == nullptr ||
                    (ep_options->comm == nullptr && ep_options->nccl_unique_id_hex.empty()))) {
@@ -145,8 +216,35 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
     impl->expert_parallel = std::move(ep->runtime);
     impl->model = std::move(ep->model);
     if (ep_group) impl->lockstep_comm = impl->expert_parallel->context.comm;
+  } else if (tp_group) {  // join the group first: the sharded model borrows its communicator
+    auto rt = engine::join_lockstep_group("tensor parallel", config.tensor_parallel_size,
+                                          config.tensor_parallel_rank, config.device, *cp_options,
+                                          impl->backend.get());
+    if (!rt.ok()) return rt.status().with_context("EngineConfig.tensor_parallel_size");
+    impl->tensor_parallel = std::move(rt).value();
+    auto m = model::v4::load_tensor_parallel_model(impl->model_dir, impl->backend.get(),
+                                                   impl->tensor_parallel->comm);
+    if (!m.ok()) return m.status().with_context("EngineConfig.tensor_parallel_size");
+    // ContextParallelModel with no chunk long enough to split: only its per-forward batch
+    // fingerprint exchange, so ranks that diverge fail together instead of mismatching collectives.
+    auto wrapped = engine::ContextParallelModel::wrap(
+        std::move(m).value(), impl->tensor_parallel->comm, impl->backend.get(),
+        std::numeric_limits<int64_t>::max(), /*block=*/1);
+    if (!wrapped.ok()) return wrapped.status().with_context("EngineConfig.tensor_parallel_size");
+    impl->model = std::move(wrapped).value();
   } else {
     DI_ASSIGN_OR_RETURN(impl->model, model::load_model(impl->model_dir, impl->backend.get()));
+  }
+  if (cp_group) {  // context parallelism: the model seen by the runner splits long prefills
+    auto rt = engine::join_context_parallel_group(config, *cp_options, impl->backend.get());
+    if (!rt.ok()) return rt.status().with_context("EngineConfig.context_parallel_size");
+    impl->context_parallel = std::move(rt).value();
+    auto wrapped = engine::ContextParallelModel::wrap(
+        std::move(impl->model), impl->context_parallel->comm, impl->backend.get(),
+        config.context_parallel_min_tokens, config.context_parallel_block,
+        &impl->stats.num_context_parallel_chunks);
+    if (!wrapped.ok()) return wrapped.status().with_context("EngineConfig.context_parallel_size");
+    impl->model = std::move(wrapped).value();
   }
   const std::string tok_dir = config.tokenizer.empty() ? impl->model_dir : config.tokenizer;
   auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
@@ -196,6 +294,13 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
                         ? "--kv-cache-memory (below the GPU's free memory x --gpu-memory-utilization)"
                         : "free GPU memory x --gpu-memory-utilization";
   }
+  if (impl->context_parallel || impl->tensor_parallel) {  // equal budgets, or the ranks' schedulers
+                                                         // would preempt differently
+    auto* group = impl->context_parallel ? impl->context_parallel.get() : impl->tensor_parallel.get();
+    auto agreed = engine::min_over_ranks(*group->comm, kv_bytes);
+    if (!agreed.ok()) return agreed.status().with_context("lockstep group: agreeing on the KV budget");
+    kv_bytes = *agreed;
+  }
   kv::KvBudget budget{kv_bytes, sc.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens};
   auto plan = kv::plan_kv_pools(dims, kv_config, budget);
   if (!plan.ok()) {
@@ -222,7 +327,16 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
            (config.data_parallel_size > 1
                 ? ", data parallel rank " + std::to_string(config.data_parallel_rank) + " of " +
                       std::to_string(config.data_parallel_size)
-                : std::string()));
+                : std::string()) +
+           (cp_group ? ", context parallel rank " + std::to_string(config.context_parallel_rank) +
+                           " of " + std::to_string(config.context_parallel_size) + " (" +
+                           impl->context_parallel->comm->name() + ", chunks of >= " +
+                           std::to_string(config.context_parallel_min_tokens) + " tokens split)"
+                     : std::string()) +
+           (tp_group ? ", tensor parallel rank " + std::to_string(config.tensor_parallel_rank) +
+                           " of " + std::to_string(config.tensor_parallel_size) + " (" +
+                           impl->tensor_parallel->comm->name() + ")"
+                     : std::string()));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -236,6 +350,11 @@ Status Engine::add_request(const std::string& request_id, std::vector<int32_t> p
   if (!m.tokenizer && !params.stop.empty()) {
     return InvalidArgument("request '" + request_id + "': stop strings need a tokenizer, and " +
                            m.model_dir + " has none (use stop_token_ids)");
+  }
+  if (params.structured_outputs && (m.context_parallel || m.tensor_parallel)) {  // compile times differ per rank
+    return InvalidArgument("request '" + request_id + "': structured outputs are not supported with " +
+                           std::string(m.context_parallel ? "context" : "tensor") +
+                           " parallelism (the ranks must schedule in lockstep)");
   }
   if (params.structured_outputs) {
     if (!m.tokenizer) {

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "deepinfer/engine.h"
+#include "engine/context_parallel.h"
 #include "engine/expert_parallel_hook.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
@@ -60,6 +61,10 @@ struct Engine::Impl {
   // it borrows, before the model: destroyed after the model, before the backend). At
   // data_parallel_size > 1 the communicator may be the caller's (engine/data_parallel.h).
   std::unique_ptr<engine::ExpertParallelRuntime> expert_parallel;
+  // context_parallel_size > 1: the group's communicator (outlives the model that borrows it).
+  std::unique_ptr<engine::ContextParallelRuntime> context_parallel;
+  // tensor_parallel_size > 1: the group's communicator (outlives the sharded model that borrows it).
+  std::unique_ptr<engine::ContextParallelRuntime> tensor_parallel;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<kv::KvCacheCoordinator> kv;
@@ -132,9 +137,11 @@ namespace engine_internal {
 // friend of this struct only.
 struct EngineAccess {
   static Engine::Impl& impl(Engine& e) { return *e.impl_; }
-  // Engine::create with expert-parallel options (`ep` may be null: EngineConfig decides).
+  // Engine::create with expert-parallel options (`ep` may be null: EngineConfig decides) and, at
+  // context_parallel_size > 1 or tensor_parallel_size > 1, the group (`cp`; engine/context_parallel.h).
   static StatusOr<std::unique_ptr<Engine>> create(const EngineConfig& config,
-                                                  const engine::ExpertParallelOptions* ep);
+                                                  const engine::ExpertParallelOptions* ep,
+                                                  const engine::ContextParallelOptions* cp = nullptr);
 };
 
 }  // namespace engine_internal

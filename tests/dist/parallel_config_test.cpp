@@ -44,14 +44,29 @@ TEST(ParallelFlags, DataParallelRunsOnEnoughGpusOrAsCpuThreads) {
   EXPECT_EQ(rank_device("cpu", 3), "cpu");
 }
 
+TEST(ParallelFlags, TensorParallelRunsOnEnoughGpusOrAsCpuThreads) {
+  EXPECT_TRUE(check(2, 1, false, "cuda", 2).ok());
+  EXPECT_TRUE(check(4, 1, false, "cuda", -1).ok());  // unknown count: the ranks find out
+  EXPECT_TRUE(check(2, 1, false, "cpu", 0).ok());
+  EXPECT_TRUE(check(2, 1, false, "cpu-reference", 0).ok());
+}
+
 TEST(ParallelFlags, EveryOtherCaseNamesWhatIsWrong) {
   expect_error(check(0, 1, false), StatusCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got 0");
   expect_error(check(1, -2, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got -2");
   expect_error(check(1, 0, true), StatusCode::kInvalidArgument, "--data-parallel-size must be >= 1, got 0");
-  expect_error(check(2, 1, false), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
-  // Expert parallelism does not lift the tensor-parallel error.
-  expect_error(check(2, 1, true), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
-  expect_error(check(2, 2, true, "cuda", 4), StatusCode::kUnimplemented, "tensor parallelism is not implemented");
+  // Tensor parallelism: too few GPUs, or combined with the flags it does not support.
+  expect_error(check(2, 1, false), StatusCode::kFailedPrecondition,
+               "--tensor-parallel-size 2 needs 2 GPUs (one process per GPU), this machine has 1");
+  expect_error(check(2, 1, true, "cuda", 4), StatusCode::kInvalidArgument,
+               "--tensor-parallel-size 2 with --enable-expert-parallel");
+  expect_error(check(2, 2, false, "cuda", 4), StatusCode::kInvalidArgument,
+               "--tensor-parallel-size 2 with --data-parallel-size 2");
+  expect_error(check(2, 1, false, "cuda:1", 8), StatusCode::kInvalidArgument, "rank r runs on cuda:r");
+  ParallelFlags tp_cp{2, 1, false};
+  tp_cp.context_parallel_size = 2;
+  expect_error(check_parallel_flags(tp_cp, "cpu", 0), StatusCode::kInvalidArgument,
+               "--tensor-parallel-size 2 with --context-parallel-size 2");
   expect_error(check(1, 2, true, "cuda", 1), StatusCode::kFailedPrecondition,
                "--data-parallel-size 2 needs 2 GPUs (one process per GPU), this machine has 1");
   expect_error(check(1, 4, false, "cuda", 0), StatusCode::kFailedPrecondition, "this machine has 0");

@@ -267,6 +267,7 @@ TEST(DataParallelEngine, RankResultJsonlRoundTrip) {
   r.end_time = 12.5;
   r.stats.num_steps = 7;
   r.stats.num_idle_steps = 3;
+  r.stats.num_eplb_rebalances = 2;
   r.stats.num_generated_tokens = 9;
   r.stats.kv_summary = "window 4 blocks";
   RequestOutput a;
@@ -293,6 +294,7 @@ TEST(DataParallelEngine, RankResultJsonlRoundTrip) {
   EXPECT_EQ(back->prompt_tokens, r.prompt_tokens);
   EXPECT_EQ(back->stats.num_steps, 7);
   EXPECT_EQ(back->stats.num_idle_steps, 3);
+  EXPECT_EQ(back->stats.num_eplb_rebalances, 2);
   EXPECT_EQ(back->stats.kv_summary, "window 4 blocks");
   EXPECT_DOUBLE_EQ(back->end_time, 12.5);
   ASSERT_EQ(back->outputs.size(), 2u);

@@ -121,6 +121,11 @@ double percentile(std::vector<double> v, double q) {
 
 namespace gen {
 
+// --context-parallel-size N or --tensor-parallel-size N (cmd_generate_cp.cpp).
+int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
+                         const RankFlags& rf, const std::vector<Item>& items,
+                         const std::string& output, bool quiet);
+
 // Everything as token ids, so prompts, ids and chat messages share one batch. `tok` may be null
 // (a model without tokenizer.json: token-id prompts only). Sets *error instead on failure.
 void encode_item(const Item& item, const tokenizer::Tokenizer* tok, std::vector<int32_t>* ids,
@@ -286,13 +291,16 @@ int run_generate(int argc, char** argv) {
   app.add_option("--grammar", grammar_file, "constrain every output to this grammar (GBNF file; .lark: Lark)");
   app.add_flag("--quiet", quiet, "print only the summary");
   dist::ParallelFlags parallel;  // vLLM's flags; see dist/parallel_config.h for what runs
-  app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "ranks per tensor-parallel group (1; not implemented above 1)");
+  app.add_option("--tensor-parallel-size", parallel.tensor_parallel_size, "tensor-parallel ranks: each holds a 1/N shard of the attention heads and expert widths, every rank runs every prompt (DeepSeek-V4; one process per GPU on cuda, threads on the CPU)");
   app.add_option("--data-parallel-size", parallel.data_parallel_size, "attention data-parallel ranks: one process per GPU on cuda (rank r on cuda:r), threads on the CPU (test mode)");
   app.add_flag("--enable-expert-parallel", parallel.enable_expert_parallel, "shard the routed experts over the data-parallel ranks (DeepSeek-V4; at one rank: the expert-parallel MoE path in process)");
   app.add_flag("--enable-eplb", cfg.enable_eplb, "with --enable-expert-parallel: re-place the experts from observed load between steps (EPLB; turns async scheduling off)");
   app.add_option("--num-redundant-experts", cfg.num_redundant_experts, "EPLB: extra expert slots over all ranks for replicas of hot experts (0)");
   app.add_option("--eplb-window-size", cfg.eplb_window_size, "EPLB: steps of router load summed (1000)");
   app.add_option("--eplb-step-interval", cfg.eplb_step_interval, "EPLB: steps between rebalances (3000)");
+  app.add_option("--context-parallel-size", parallel.context_parallel_size, "context-parallel ranks: every rank runs every prompt, long prefill chunks are split over them (DeepSeek-V4; one process per GPU on cuda, threads on the CPU)");
+  app.add_option("--context-parallel-min-tokens", cfg.context_parallel_min_tokens, "context parallel: prefill chunks of at least this many tokens are split (1024)");
+  app.add_option("--context-parallel-block", cfg.context_parallel_block, "context parallel: rows per dealt block of a split chunk (16)");
   RankFlags rank_flags;  // the launcher's, hidden (group "")
   app.add_option("--dp-rank", rank_flags.rank, "internal: this process is that data-parallel rank")->group("");
   app.add_option("--dp-nccl-id", rank_flags.nccl_id, "internal: the group's NCCL unique id (hex)")->group("");
@@ -377,6 +385,10 @@ int run_generate(int argc, char** argv) {
     return 2;
   }
 
+  if (parallel.context_parallel_size != 1 || parallel.tensor_parallel_size != 1) {
+    // context or tensor parallel: the lockstep-group launcher (cmd_generate_cp.cpp) checks its flags
+    return gen::run_context_parallel(argc, argv, cfg, parallel, rank_flags, items, output, quiet);
+  }
   if (parallel.data_parallel_size > 1 || rank_flags.rank >= 0) {
     return run_data_parallel(argc, argv, cfg, parallel, rank_flags, items, output, quiet);
   }
@@ -457,7 +469,10 @@ int run_generate(int argc, char** argv) {
   summary.load_s = load_s;
   summary.gen_s = gen_s;
   summary.engine_line = std::to_string(st.num_steps) + " steps, " + std::to_string(st.num_preemptions) +
-                        " preemptions; kv " + st.kv_summary;
+                        " preemptions" +
+                        (cfg.enable_eplb ? ", " + std::to_string(st.num_eplb_rebalances) + " EPLB rebalances"
+                                         : std::string()) +
+                        "; kv " + st.kv_summary;
   return report(items, outs, prompt_tokens, output, quiet, summary);
 }
 

@@ -107,7 +107,7 @@ int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::Paral
   std::vector<int64_t> prompt_tokens(items.size(), 0);
   RunSummary summary;
   double start = 0, end = 0;
-  int64_t preemptions = 0;
+  int64_t preemptions = 0, rebalances = 0;
   std::string per_rank_prompts, per_rank_steps, per_rank_idle;
   for (size_t r = 0; r < ranks->size(); ++r) {
     engine::RankResult& rr = (*ranks)[r];
@@ -120,6 +120,7 @@ int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::Paral
     end = r == 0 ? rr.end_time : std::max(end, rr.end_time);
     summary.load_s = std::max(summary.load_s, rr.load_s);
     preemptions += rr.stats.num_preemptions;
+    rebalances = std::max(rebalances, rr.stats.num_eplb_rebalances);  // the same on every rank
     const std::string sep = r == 0 ? "" : "/";
     per_rank_prompts += sep + std::to_string(rr.indices.size());
     per_rank_steps += sep + std::to_string(rr.stats.num_steps);
@@ -134,7 +135,10 @@ int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::Paral
                        "; prompts per rank " + per_rank_prompts;
   summary.engine_line = "steps per rank " + per_rank_steps +
                         (cfg.enable_expert_parallel ? " (idle " + per_rank_idle + ")" : std::string()) +
-                        ", " + std::to_string(preemptions) + " preemptions; kv per rank " +
+                        ", " + std::to_string(preemptions) + " preemptions" +
+                        (cfg.enable_eplb ? ", " + std::to_string(rebalances) + " EPLB rebalances"
+                                         : std::string()) +
+                        "; kv per rank " +
                         (ranks->empty() ? std::string() : ranks->front().stats.kv_summary);
   return report(items, outs, prompt_tokens, output, quiet, summary);
 }

@@ -5,6 +5,7 @@
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v4/tensor_parallel_weights.h"
 #include "model/placement.h"
 
 namespace deepinfer::model::v4 {
@@ -17,7 +18,7 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::stri
 
 StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(
     const std::string& dir, const io::ModelConfig& model_config, backend::Backend* backend,
-    const dist::ExpertParallelContext* ep) {
+    const dist::ExpertParallelContext* ep, const TensorParallelContext* tp) {
   if (!model_config.is_deepseek_v4())
     return InvalidArgument(dir + ": not a DeepSeek-V4 config (" + model_config.architecture + ")");
   const io::DeepseekV4Config& config = model_config.deepseek_v4();
@@ -39,6 +40,14 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(
   if (m->dims_.nH % m->dims_.G != 0)
     return InvalidArgument("deepseek_v4: num_attention_heads must be a multiple of o_groups");
   DI_ASSIGN_OR_RETURN(auto loader, WeightLoader::open(dir, model_config, backend));
+  m->local_ = m->dims_;
+  std::unique_ptr<TensorParallelLoader> tp_loader;  // tensor parallel: reads this rank's shards
+  if (tp != nullptr) {
+    DI_ASSIGN_OR_RETURN(tp_loader, open_tensor_parallel(dir, model_config, backend, m->dims_,
+                                                        ep != nullptr, *tp));
+    m->tp_comm_ = tp->comm;
+    m->local_ = tensor_parallel_local_dims(m->dims_, tp->comm->world_size());
+  }
   if (ep != nullptr) {
     DI_RETURN_IF_ERROR(ep->validate(static_cast<int>(m->dims_.L), static_cast<int>(m->dims_.E)));
     for (int l = 0; l < m->dims_.L; ++l) {
@@ -48,7 +57,7 @@ StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(
       m->ep_layers_.push_back(std::move(moe));
     }
   }
-  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader, *backend, ep));
+  DI_ASSIGN_OR_RETURN(m->w_, load_weights(config, m->dims_, *loader, *backend, ep, tp_loader.get()));
   DI_RETURN_IF_ERROR(place_weights(*backend, *m->w_));
   m->info_.family = "deepseek_v4";
   m->info_.vocab_size = config.vocab_size;
@@ -209,11 +218,14 @@ Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatc
   DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});
   DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, streams_a,
                           [&](const Tensor& x, Tensor& y) {
-                            return attention_forward(be, d, lw.attn, rope, x, step, layer, y);
+                            DI_RETURN_IF_ERROR(attention_forward(be, local_, lw.attn, rope, x,
+                                                                 step, layer, y));
+                            return tensor_parallel_reduce(y);  // tensor parallel: sum heads
                           }));
   return site(lw.ffn_hc, lw.ffn_norm, streams_a, streams, [&](const Tensor& x, Tensor& y) {
-    return moe_forward(be, d, config_.scoring_func, lw.moe, x, step.tokens, y,
-                       ep_layers_.empty() ? nullptr : &ep_layers_[layer]);
+    DI_RETURN_IF_ERROR(moe_forward(be, local_, config_.scoring_func, lw.moe, x, step.tokens, y,
+                                   ep_layers_.empty() ? nullptr : &ep_layers_[layer]));
+    return tensor_parallel_reduce(y);  // tensor parallel: sum the MLP shards
   });
 }
 

@@ -18,6 +18,7 @@ namespace deepinfer::model::v4 {
 
 struct ContextParallelInput;   // context_parallel.h
 struct ContextParallelResult;
+struct TensorParallelContext;  // tensor_parallel.h
 
 class DeepseekV4Model final : public Model {
  public:
@@ -28,15 +29,24 @@ class DeepseekV4Model final : public Model {
   // MoE layer and runs the routed experts through `ep->comm` (borrowed; it outlives the model).
   // Every rank of the group must call forward in lockstep (the MoE layers are collectives).
   // ep = nullptr is the single-rank model.
+  // Tensor parallel (tensor_parallel.h; tp non-null, not with ep): this rank loads only its
+  // shard of the attention heads and of every MLP's intermediate dim, and all-reduces each
+  // block's output through `tp->comm` (borrowed; outlives the model). Every rank calls forward
+  // in lockstep with the same batch; each gets the full logits. InvalidArgument for a size that
+  // does not divide the heads, o_groups and expert width, or whose shards cut scale blocks.
   static StatusOr<std::unique_ptr<DeepseekV4Model>> load(const std::string& dir,
                                                          const io::ModelConfig& config,
                                                          backend::Backend* backend,
-                                                         const dist::ExpertParallelContext* ep);
+                                                         const dist::ExpertParallelContext* ep,
+                                                         const TensorParallelContext* tp = nullptr);
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<SequenceState> new_sequence_state() const override;
   StatusOr<Tensor> forward(std::span<const SequenceInput> batch) override;
 
   const Dims& dims() const { return dims_; }
+  // Tensor parallel: the group's size (1 without it). Code that needs the whole weights
+  // (context parallel prefill) must refuse a model loaded with size > 1.
+  int tensor_parallel_size() const { return tp_comm_ != nullptr ? tp_comm_->world_size() : 1; }
 
   // Expert parallel: the step of a rank with no sequence this step. It takes part in every MoE
   // layer's collectives with zero tokens so the ranks that do have work stay in lockstep
@@ -71,6 +81,11 @@ class DeepseekV4Model final : public Model {
   backend::Backend* be_ = nullptr;
   std::unique_ptr<Weights> w_;
   std::vector<dist::ExpertParallelMoe> ep_layers_;  // [L] when expert parallel, else empty
+  // Tensor parallel (tensor_parallel.cpp): the group, and this rank's dims (nH/W heads, G/W
+  // groups, I/W expert width) for the attention and MoE blocks; local_ = dims_ without it.
+  dist::Communicator* tp_comm_ = nullptr;
+  Dims local_{};
+  Status tensor_parallel_reduce(Tensor& y);  // all-reduce a block's partial output (no-op at 1)
 };
 
 }  // namespace deepinfer::model::v4

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "dist/expert_parallel_moe.h"
+#include "model/deepseek_v4/tensor_parallel_weights.h"
 #include "model/placement.h"
 
 namespace deepinfer::model::v4 {
@@ -97,7 +98,7 @@ Status load_expert(const Dims& d, WeightLoader& w, backend::Backend& be, int64_t
 
 Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
                   backend::Backend& be, int64_t i, LayerWeights& lw,
-                  const dist::ExpertParallelContext* ep) {
+                  const dist::ExpertParallelContext* ep, TensorParallelLoader* tp) {
   const std::string L = "layers." + std::to_string(i) + ".";
   const int64_t mix = (2 + d.hc) * d.hc;
   DI_RETURN_IF_ERROR(load_hc(w, L + "hc_attn.", mix, d.hc * d.H, false, lw.attn_hc));
@@ -110,12 +111,16 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
   const std::string A = L + "attn.";
   DI_ASSIGN_OR_RETURN(a.wq_a, w.load_linear(A + "wq_a", {d.Rq, d.H}));
   DI_ASSIGN_OR_RETURN(a.q_norm, w.load(A + "q_norm", {d.Rq}));
-  DI_ASSIGN_OR_RETURN(a.wq_b, w.load_linear(A + "wq_b", {d.nH * d.D, d.Rq}));
   DI_ASSIGN_OR_RETURN(a.wkv, w.load_linear(A + "wkv", {d.D, d.H}));
   DI_ASSIGN_OR_RETURN(a.kv_norm, w.load(A + "kv_norm", {d.D}));
-  DI_ASSIGN_OR_RETURN(a.wo_a, w.load_linear(A + "wo_a", {d.G * d.Ro, d.nH * d.D / d.G}));
-  DI_ASSIGN_OR_RETURN(a.wo_b, w.load_linear(A + "wo_b", {d.H, d.G * d.Ro}));
   DI_ASSIGN_OR_RETURN(a.sinks, w.load(A + "sinks", {d.nH}));
+  if (tp != nullptr) {  // tensor parallel: this rank's heads of wq_b, wo_a, wo_b and sinks
+    DI_RETURN_IF_ERROR(tp->load_attention(d, A, a));
+  } else {
+    DI_ASSIGN_OR_RETURN(a.wq_b, w.load_linear(A + "wq_b", {d.nH * d.D, d.Rq}));
+    DI_ASSIGN_OR_RETURN(a.wo_a, w.load_linear(A + "wo_a", {d.G * d.Ro, d.nH * d.D / d.G}));
+    DI_ASSIGN_OR_RETURN(a.wo_b, w.load_linear(A + "wo_b", {d.H, d.G * d.Ro}));
+  }
   if (a.type == io::AttentionType::kCompressedSparse || a.type == io::AttentionType::kHeavilyCompressed) {
     const bool csa = a.type == io::AttentionType::kCompressedSparse;
     const int64_t m = csa ? c.compress_rate_csa : c.compress_rate_hca;
@@ -161,10 +166,19 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
       continue;
     }
     first_slot[experts[j]] = j;
+    if (tp != nullptr) {  // tensor parallel: this rank's share of the expert's width
+      DI_RETURN_IF_ERROR(tp->load_mlp(d, F + "experts." + std::to_string(experts[j]) + ".",
+                                      m.experts.gate_up[j], m.experts.down[j]));
+      continue;
+    }
     DI_RETURN_IF_ERROR(load_expert(d, w, be, i, experts[j], m.experts.gate_up[j], m.experts.down[j]));
   }
-  DI_ASSIGN_OR_RETURN(m.shared_gate_up, load_fused(w, be, F + "shared.w1", F + "shared.w3", {d.I, d.H}));
-  DI_ASSIGN_OR_RETURN(m.shared_down, w.load_linear(F + "shared.w2", {d.H, d.I}));
+  if (tp != nullptr) {
+    DI_RETURN_IF_ERROR(tp->load_mlp(d, F + "shared.", m.shared_gate_up, m.shared_down));
+  } else {
+    DI_ASSIGN_OR_RETURN(m.shared_gate_up, load_fused(w, be, F + "shared.w1", F + "shared.w3", {d.I, d.H}));
+    DI_ASSIGN_OR_RETURN(m.shared_down, w.load_linear(F + "shared.w2", {d.H, d.I}));
+  }
   return OkStatus();
 }
 
@@ -172,7 +186,8 @@ Status load_layer(const io::DeepseekV4Config& c, const Dims& d, WeightLoader& w,
 
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
                                                 WeightLoader& w, backend::Backend& be,
-                                                const dist::ExpertParallelContext* ep) {
+                                                const dist::ExpertParallelContext* ep,
+                                                TensorParallelLoader* tp) {
   auto out = std::make_unique<Weights>();
   DI_ASSIGN_OR_RETURN(out->embed, w.load("embed", {d.V, d.H}));
   DI_ASSIGN_OR_RETURN(out->head, w.load_linear("head", {d.V, d.H}));
@@ -180,7 +195,7 @@ StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, c
   DI_RETURN_IF_ERROR(load_hc(w, "hc_head.", d.hc, d.hc * d.H, true, out->hc_head));
   out->layers.resize(d.L);
   for (int64_t i = 0; i < d.L; ++i) {
-    Status st = load_layer(c, d, w, be, i, out->layers[i], ep);
+    Status st = load_layer(c, d, w, be, i, out->layers[i], ep, tp);
     if (!st.ok()) return st;
   }
   // Each rope kind rotates its own width (HF: int(head_dim · that kind's partial_rotary_factor),

@@ -19,6 +19,8 @@ struct ExpertParallelContext;
 
 namespace deepinfer::model::v4 {
 
+class TensorParallelLoader;  // tensor_parallel_weights.h
+
 using backend::Tensor;
 using backend::Weight;
 
@@ -95,9 +97,12 @@ struct Weights {
 // memory when the backend computes with it), the rest as F32 on the host (see place_weights).
 // With `ep` (expert parallel), each MoE layer's `experts` holds only this rank's slots, in local
 // slot order (ep->local_experts(layer); a replicated expert's slots share one loaded copy).
+// With `tp` (tensor parallel), the attention heads' matrices and every MLP come from it: this
+// rank's shard only (tensor_parallel.h); `d` stays the full dims.
 StatusOr<std::unique_ptr<Weights>> load_weights(const io::DeepseekV4Config& c, const Dims& d,
                                                 WeightLoader& loader, backend::Backend& be,
-                                                const dist::ExpertParallelContext* ep = nullptr);
+                                                const dist::ExpertParallelContext* ep = nullptr,
+                                                TensorParallelLoader* tp = nullptr);
 // EPLB (DeepseekV4Model::apply_expert_placement): one MoE layer's local slots for `experts`
 // (logical expert of each local slot). A slot whose expert this rank already holds in `current`
 // (slots named by `current_experts`) shares that weight — no copy; every other expert is read
