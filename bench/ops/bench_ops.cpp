@@ -22,6 +22,7 @@
 #include "ceilings.h"
 #include "fp8_cases.h"
 #include "gemv_cases.h"
+#include "moe_cases.h"
 #include "op_cases.h"
 #include "tc_cases.h"
 
@@ -77,6 +78,8 @@ int run(int argc, char** argv) {
   std::string gemv_m = "1,2,4,8", gemv_b = "1,16";
   app.add_option("--gemv-m", gemv_m, "streaming GEMV token counts M (comma-separated; empty = none)");
   app.add_option("--gemv-batch", gemv_b, "streaming GEMV routed-expert decode batches (comma-separated; empty = none)");
+  std::string moe_t = "16,2048";
+  app.add_option("--moe-t", moe_t, "routed-expert prefill tensor-core GEMM token counts T (top-6 of 256 FP4 experts; comma-separated; empty = none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -130,6 +133,7 @@ int run(int argc, char** argv) {
   run_fp8_cases(ctx, m, parse_list(fp8_m, "--fp8-m"), only);
   run_tc_cases(ctx, m, parse_list(tc_m, "--tc-m"), only);
   run_gemv_cases(ctx, m, parse_list(gemv_m, "--gemv-m"), parse_list(gemv_b, "--gemv-batch"), only);
+  run_moe_cases(ctx, m, parse_list(moe_t, "--moe-t"), only);
 
   std::ofstream out;
   if (!csv.empty()) {

@@ -100,7 +100,7 @@ Status linear_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std:
 
 Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::string& only) {
   const std::string op_be = "moe_experts fp4 (group + gemv + swiglu + gemv + combine)";
-  const std::string op_k = "gemv_experts fp4 gate_up + down (+ moe_group)";
+  const std::string op_k = "gemv_experts fp4";
   const bool want_be = only.empty() || op_be.find(only) != std::string::npos;
   const bool want_k = only.empty() || op_k.find(only) != std::string::npos;
   if (!want_be && !want_k) return OkStatus();
@@ -155,15 +155,40 @@ Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std
     int32_t* perm = grp.data<int32_t>();
     int32_t* row_off = perm + slots;
     int32_t* act_off = row_off + E + 1;
-    ctx.measure(phase, op_k, shape, n_active * per_expert + 4.0 * slots * (H + 2.0 * 2 * I + I + H), flops, [&] {
-      cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, static_cast<int>(slots), perm, row_off,
-                               act_off, flag.data<int32_t>(), ctx.stream());
-      cuda::kernels::gemv_experts(2, x.data<float>(), k, perm, row_off, act_off, slots, E, tab, tab + E,
-                                  false, true, 2 * I, H, 1, 32, gu.data<float>(), ctx.stream());
-      cuda::kernels::gemv_experts(2, act.data<float>(), 1, perm, row_off, act_off, slots, E, tab + 2 * E,
-                                  tab + 3 * E, false, true, H, I, 1, 32, y.data<float>(), ctx.stream());
-      return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv_experts launch failed");
-    });
+    // Each projection alone (grouping done once, outside the timing), both kernel versions.
+    // Bytes: the distinct experts' weights and scales (what must be read), x in and y out.
+    cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, static_cast<int>(slots), perm, row_off,
+                             act_off, flag.data<int32_t>(), ctx.stream());
+    struct Proj { const char* name; const float* in; int64_t x_div, N, K; const void* const* w; double bytes; float* out; };
+    const Proj projs[] = {
+        {"gate_up", x.data<float>(), k, 2 * I, H, tab, weight_bytes(experts.gate_up[0]), gu.data<float>()},
+        {"down", act.data<float>(), 1, H, I, tab + 2 * E, weight_bytes(experts.down[0]), y.data<float>()},
+    };
+    for (const Proj& pr : projs) {
+      const double bytes = n_active * pr.bytes + 4.0 * slots * (pr.K + pr.N);
+      const double pflops = 2.0 * slots * double(pr.N) * pr.K;
+      const std::string pshape = cat(std::to_string(distinct.size()), " distinct experts, ",
+                                     std::to_string(slots), " slots, [", std::to_string(pr.N), ", ",
+                                     std::to_string(pr.K), "] fp4");
+      for (int v : {1, 2}) {
+        const std::string op = cat("gemv_experts v", std::to_string(v), " fp4 ", pr.name);
+        if (!only.empty() && op.find(only) == std::string::npos && op_k.find(only) == std::string::npos) continue;
+        if (v == 2 && !cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)) {
+          std::printf("%s: not supported\n", op.c_str());
+          continue;
+        }
+        ctx.measure(phase, op, pshape, bytes, pflops, [&] {
+          if (v == 1) {
+            cuda::kernels::gemv_experts(2, pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
+                                        false, true, pr.N, pr.K, 1, 32, pr.out, ctx.stream());
+          } else {
+            cuda::kernels::gemv_experts_v2(pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
+                                           false, pr.N, pr.K, 1, 32, pr.out, ctx.stream());
+          }
+          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv_experts launch failed");
+        });
+      }
+    }
   }
   return OkStatus();
 }

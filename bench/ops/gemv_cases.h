@@ -1,7 +1,9 @@
 // Streaming GEMV cases (gemv_cases.cpp): the stored-format GEMV (kernels::gemv_linear) at the
 // DeepSeek-V4-Flash projection shapes for a few rows M, next to the previous weight-only kernel
 // (linear_wq) at M = 1, and the routed experts at decode batches (each selected expert read once
-// for its tokens), as µs and GB/s against the copy ceiling.
+// for its tokens: moe_experts whole, and each projection alone with the session-4 kernel
+// gemv_experts "v1" and the session-5 kernel "v2", bytes = the distinct experts' weights and
+// scales + x + out), as µs and GB/s against the copy ceiling.
 #pragma once
 
 #include <string>

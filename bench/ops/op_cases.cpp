@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/cuda/attention_tc.h"
 #include "device_fill.h"
 
 namespace deepinfer::bench_ops {
@@ -224,6 +225,17 @@ Status attention(Family& f) {
     for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
               flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
+    // Each kernel forced, GB/s counting only the KV rows the lists read (nnz rows of 512 fp32:
+    // the attention kernel's own roofline; compare with the copy ceiling of the same run).
+    const double kv_bytes = kF * double(nnz) * m.head_dim;
+    for (const int tc : {0, 1}) {
+      const std::string op = std::string(kd.name) + (tc ? " KV bytes [tc]" : " KV bytes [simt]");
+      if (!f.wanted(op)) continue;
+      cuda::kernels::set_attention_tc_override(tc);
+      f.measure(op, cat("q", sh(q.shape()), " nnz ", std::to_string(nnz)), kv_bytes, flops,
+                [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
+      cuda::kernels::set_attention_tc_override(-1);
+    }
   }
   return OkStatus();
 }

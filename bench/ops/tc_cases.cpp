@@ -1,6 +1,11 @@
-// See tc_cases.h. Each projection is timed twice on the same weights and x: "linear_tc" (the
-// tensor-core kernel with the split plan CudaBackend::linear uses in --batch-invariant mode) and
-// "linear_wq" (the weight-only GEMV). Bytes: x, the stored weight and its scales, out, once each.
+// See tc_cases.h. Each projection is timed on the same weights and x: "linear_tc" (the
+// tensor-core kernel with the split plan CudaBackend::linear uses in --batch-invariant mode),
+// "linear_tc default split" (the plan of the default mode, when it differs) and "linear_wq" (the
+// weight-only GEMV). Bytes: x, the stored weight and its scales, out, once each (the split
+// partials are not counted). The fp32 products of the hyper-connection mixing (Backend::matmul)
+// are timed as "matmul_fixed" (--batch-invariant; config 4 = the session-4 tile kernel) against
+// "matmul cuBLAS" (the default mode).
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/kernels.h"
@@ -32,13 +37,46 @@ StatusOr<Weight> make_weight(BenchContext& ctx, int fmt, int64_t N, int64_t K) {
   return w;
 }
 
+// The fp32 products of the hyper-connection mixing: x [M, hc·hidden] · w [N, hc·hidden]ᵀ with
+// N = (2 + hc)·hc (each layer's two sites) and N = hc (the head). Bytes: x, w, out once each.
+Status matmul_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  struct Mm { const char* name; int64_t N, K; };
+  const Mm mms[] = {{"hc mix (fn)", (2 + m.hc) * m.hc, m.hc * m.hidden},
+                    {"hc head (fn)", m.hc, m.hc * m.hidden}};
+  const std::string phase = "tc M=" + std::to_string(M);
+  for (const Mm& c : mms) {
+    DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, c.K}));
+    DI_ASSIGN_OR_RETURN(Tensor w, ctx.randn({c.N, c.K}, 0.02f));
+    DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {M, c.N}));
+    const double bytes = 4.0 * (M * c.K + c.N * c.K + M * c.N), flops = 2.0 * M * c.N * c.K;
+    const std::string shape = cat("x", backend::shape_str(x.shape()), " w", w.describe());
+    const int picked = cuda::kernels::matmul_fixed_config(M, c.N, c.K, 1);
+    for (int config : {picked, 4}) {
+      const std::string op = cat("matmul_fixed ", c.name, config == 4 ? " (session-4 tiles)" : cat(" (config ", std::to_string(config), ")"));
+      if (!only.empty() && op.find(only) == std::string::npos) continue;
+      ctx.measure(phase, op, shape, bytes, flops, [&] {
+        cuda::kernels::matmul_fixed(x.data<float>(), w.data<float>(), M, c.N, c.K, 1,
+                                    out.data<float>(), ctx.stream(), config);
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("matmul_fixed launch failed");
+      });
+    }
+    const std::string op = cat("matmul cuBLAS ", c.name);
+    if (!only.empty() && op.find(only) == std::string::npos) continue;
+    ctx.measure(phase, op, shape, bytes, flops, [&] { return ctx.backend().matmul(x, w, out, 1); });
+  }
+  return OkStatus();
+}
+
 Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
   struct Lin { const char* name; int fmt; int64_t N, K, groups; };
   const Lin lins[] = {
+      {"fp8 attn.wq_a", 1, m.q_lora, m.hidden, 1},
+      {"fp8 attn.wkv", 1, m.head_dim, m.hidden, 1},
       {"fp8 attn.wq_b", 1, m.heads * m.head_dim, m.q_lora, 1},
       {"fp8 attn.wo_a (grouped)", 1, m.o_lora, m.heads * m.head_dim / m.o_groups, m.o_groups},
       {"fp8 attn.wo_b", 1, m.hidden, m.o_groups * m.o_lora, 1},
       {"fp8 shared_experts.w1", 1, m.expert_inter, m.hidden, 1},
+      {"fp8 shared_experts.w2", 1, m.hidden, m.expert_inter, 1},
       {"fp4 expert w1+w3 (one expert)", 2, 2 * m.expert_inter, m.hidden, 1},
       {"bf16 compressor.wkv (CSA)", 0, 2 * m.head_dim, m.hidden, 1},
       {"bf16 head", 0, m.vocab, m.hidden, 1},
@@ -62,18 +100,28 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
       if (!cuda::kernels::linear_tc_supported(l.fmt, w.w.raw(), x.data<float>(), M, K, bc > 0, w.block_cols)) {
         std::printf("linear_tc %s: layout not supported\n", l.name);
       } else {
-        const int64_t k_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
-        Tensor ws;
-        if (k_split < K) {
-          DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+        const int64_t bi_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+        const int64_t def_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/false);
+        for (int plan = 0; plan < 2; ++plan) {
+          if (plan == 1 && def_split == bi_split) continue;
+          const int64_t k_split = plan == 0 ? bi_split : def_split;
+          // Split partials in row slabs, as CudaBackend::linear does.
+          const int64_t slab = cuda::kernels::linear_tc_slab_rows(M, GN, K, k_split);
+          Tensor ws;
+          if (k_split < K) {
+            DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, slab, GN}));
+          }
+          const char* mode = plan == 0 ? "" : " default split";
+          ctx.measure(phase, cat("linear_tc", mode, " ", l.name, " (", std::to_string((K + k_split - 1) / k_split), " splits)"),
+                      shape, bytes, flops, [&] {
+            for (int64_t r0 = 0; r0 < M; r0 += slab)
+              cuda::kernels::linear_tc(l.fmt, x.data<float>() + r0 * l.groups * K, w.w.raw(), scale, false,
+                                       std::min(slab, M - r0), l.N, K, l.groups, w.block_rows,
+                                       w.block_cols, k_split, out.data<float>() + r0 * GN,
+                                       ws.defined() ? ws.data<float>() : nullptr, ctx.stream());
+            return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc launch failed");
+          });
         }
-        ctx.measure(phase, cat("linear_tc ", l.name, " (", std::to_string((K + k_split - 1) / k_split), " splits)"),
-                    shape, bytes, flops, [&] {
-          cuda::kernels::linear_tc(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
-                                   l.groups, w.block_rows, w.block_cols, k_split, out.data<float>(),
-                                   ws.defined() ? ws.data<float>() : nullptr, ctx.stream());
-          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc launch failed");
-        });
       }
     }
     if (want_wq) {
@@ -84,7 +132,7 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
       });
     }
   }
-  return OkStatus();
+  return matmul_phase(ctx, m, M, only);
 }
 
 }  // namespace

@@ -47,6 +47,25 @@ Env Env::from_process() {
       e.num_threads = static_cast<int>(n);
     }
   }
+  if (auto v = get("DEEPINFER_CUDA_ATTENTION")) {
+    if (*v == "tc" || *v == "simt") {
+      e.cuda_attention = *v;
+    } else {
+      log_warning("DEEPINFER_CUDA_ATTENTION='" + *v + "' is not tc or simt; using simt");
+    }
+  }
+  if (auto v = get("DEEPINFER_CUDA_MOE_TC")) {
+    if (*v == "v1" || *v == "v2" || *v == "v2s3" || *v == "v2n256") {
+      e.cuda_moe_tc = *v;
+    } else {
+      log_warning("DEEPINFER_CUDA_MOE_TC='" + *v + "' is not v1, v2, v2s3 or v2n256; using v2s3");
+    }
+  }
+
+  if (auto v = get("DEEPINFER_GEMV_EXPERTS")) {
+    if (*v == "1" || *v == "2") e.gemv_experts_version = *v == "1" ? 1 : 2;
+    else log_warning("DEEPINFER_GEMV_EXPERTS='" + *v + "' is not 1 or 2; using 2");
+  }
 
   std::string home = get("HOME").value_or("/root");
   if (auto v = get("HF_HOME")) {

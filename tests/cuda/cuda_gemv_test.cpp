@@ -4,7 +4,9 @@
 // dequantized weights and the CPU backend; bitwise row independence (a row alone = the same row
 // in any batch, any tile of x rows, the vector and the scalar path); the routed experts with
 // repeated picks, crowded experts, bad ids, against the CPU and bitwise against the same products
-// computed one slot at a time.
+// computed one slot at a time; the session-5 expert kernel (gemv_experts_v2) bit for bit equal to
+// session 4's at V4-Flash's expert shapes (decode batches 1, 4, 16, 32 × top-6 of 256) and on odd
+// shapes, and within the bound below of a double reference.
 //
 // Error bound per element (first order, rigorous for the kernel's arithmetic; gemv.cuh): the
 // decode is exact, a lane fma-chains a chunk's E elements from zero (E roundings), promotes the
@@ -27,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
 #include "device_pair.h"
 
 namespace deepinfer::cuda {
@@ -478,6 +481,204 @@ TEST_F(CudaGemvExperts, BadExpertIdsAreReportedAndContributeNothing) {
   Tensor want = base.clone();
   ASSERT_TRUE(cpu_->moe_experts(x, ids_ok, w0, cpu_set_, 7.0f, want).ok());
   expect_rows_close("moe_experts with bad ids", want.data<float>(), got.data<float>(), S, H, 5e-5, seed_);
+}
+
+// The routed-expert GEMV at kernel level, at DeepSeek-V4-Flash's expert shapes (gate_up 4096×4096
+// and down 4096×2048 FP4 with 1×32 ue8m0 scales, 256 experts, top-6) for decode batches of 1, 4,
+// 16 and 32 tokens: session 5's kernel (gemv_experts_v2) bit for bit equal to session 4's
+// (gemv_experts) on every output, and within the rigorous bound of a double reference on sampled
+// outputs. The 256 experts' table entries share 40 distinct weight sets (entry e uses set e % 40)
+// to keep host memory and generation small; the kernels only see 256 pointers.
+class CudaGemvExpertKernels : public CudaGemv {
+ protected:
+  struct Set {
+    int64_t P = 0, N = 0, K = 0, br = 1, bc = 32;
+    bool f32 = false;
+    std::vector<uint8_t> w;    // [P][N][K/2] e2m1 codes
+    std::vector<uint8_t> s8;   // [P][SR][SC] ue8m0 (f32 == false)
+    std::vector<float> s32;    // [P][SR][SC] (f32 == true)
+    DeviceBuffer dw, ds, tables;  // tables: [E] weight pointers, then [E] scale pointers
+    int64_t sr() const { return (N + br - 1) / br; }
+    int64_t sc() const { return (K + bc - 1) / bc; }
+    int64_t wbytes() const { return N * K / 2; }
+  };
+  uint64_t sm_ = 0;
+  uint64_t next64() {  // splitmix64 (fast bulk bytes; seeded from the test's seed)
+    uint64_t z = (sm_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  void make_set(Set& st, int64_t E) {
+    sm_ = rng_();
+    st.w.resize(st.P * st.wbytes());
+    for (size_t i = 0; i < st.w.size(); i += 8) {
+      const uint64_t v = next64();
+      std::memcpy(st.w.data() + i, &v, std::min<size_t>(8, st.w.size() - i));
+    }
+    const int64_t ns = st.P * st.sr() * st.sc();
+    if (st.f32) {
+      st.s32.resize(ns);
+      for (float& f : st.s32) f = std::ldexp(1.0f + float(next64() % 1000) / 1000.f, -int(next64() % 8));
+    } else {
+      st.s8.resize(ns);
+      for (uint8_t& b : st.s8) b = static_cast<uint8_t>(118 + next64() % 10);
+      st.s8[1] = 0;  // 2^-127, the smallest scale
+    }
+    const size_t sbytes = st.f32 ? st.s32.size() * 4 : st.s8.size();
+    st.dw = std::move(DeviceBuffer::allocate(st.w.size())).value();
+    st.ds = std::move(DeviceBuffer::allocate(sbytes)).value();
+    ASSERT_EQ(cudaMemcpy(st.dw.data(), st.w.data(), st.w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(st.ds.data(), st.f32 ? static_cast<const void*>(st.s32.data()) : st.s8.data(),
+                         sbytes, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<const void*> tab(2 * E);
+    const size_t sb = st.sr() * st.sc() * (st.f32 ? 4 : 1);
+    for (int64_t e = 0; e < E; ++e) {
+      tab[e] = static_cast<uint8_t*>(st.dw.data()) + (e % st.P) * st.wbytes();
+      tab[E + e] = static_cast<uint8_t*>(st.ds.data()) + (e % st.P) * sb;
+    }
+    st.tables = std::move(DeviceBuffer::allocate(tab.size() * sizeof(void*))).value();
+    ASSERT_EQ(cudaMemcpy(st.tables.data(), tab.data(), tab.size() * sizeof(void*), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  // Dequantized weight (set p, row n, column k).
+  static double deq(const Set& st, int64_t p, int64_t n, int64_t k) {
+    static const double kVal[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    const uint8_t b = st.w[p * st.wbytes() + n * (st.K / 2) + k / 2];
+    const int c = (k & 1) ? b >> 4 : b & 15;
+    const int64_t si = p * st.sr() * st.sc() + (n / st.br) * st.sc() + k / st.bc;
+    const double s = st.f32 ? double(st.s32[si]) : std::ldexp(1.0, int(st.s8[si]) - 127);
+    return (c & 8 ? -kVal[c & 7] : kVal[c & 7]) * s;
+  }
+  // out [slots, N] (host) from version v over the grouped slots; unwritten elements stay NaN.
+  std::vector<float> run(const Set& st, int v, const float* dx, int64_t x_div, int64_t slots,
+                         int64_t E, const int32_t* grp) {
+    auto out = DeviceBuffer::allocate(slots * st.N * 4);
+    EXPECT_TRUE(out.ok());
+    EXPECT_EQ(cudaMemset(out->data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    const auto* tab = static_cast<const void* const*>(st.tables.data());
+    const int32_t* perm = grp;
+    const int32_t* row_off = perm + slots;
+    const int32_t* act_off = row_off + E + 1;
+    float* o = static_cast<float*>(out->data());
+    if (v == 1) {
+      kernels::gemv_experts(2, dx, x_div, perm, row_off, act_off, slots, E, tab, tab + E, st.f32,
+                            true, st.N, st.K, st.br, st.bc, o, nullptr);
+    } else {
+      EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, slots, E, true, true, st.N, st.K, st.bc));
+      kernels::gemv_experts_v2(dx, x_div, perm, row_off, act_off, slots, E, tab, tab + E, st.f32,
+                               st.N, st.K, st.br, st.bc, o, nullptr);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<float> h(slots * st.N);
+    EXPECT_EQ(cudaMemcpy(h.data(), out->data(), h.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  // Both versions on one projection: bitwise equal, and v2 within the bound on sampled outputs.
+  void check(const std::string& what, const Set& st, const Tensor& x, int64_t x_shift, int64_t x_div,
+             const std::vector<int32_t>& ids, int64_t E) {
+    const int64_t slots = static_cast<int64_t>(ids.size());
+    auto dids = DeviceBuffer::allocate(slots * 4);
+    auto grp = DeviceBuffer::allocate((slots + 2 * (E + 1)) * 4);
+    auto flag = DeviceBuffer::allocate(16);
+    auto dxb = DeviceBuffer::allocate(x.nbytes() + 16);
+    ASSERT_TRUE(dids.ok() && grp.ok() && flag.ok() && dxb.ok());
+    ASSERT_EQ(cudaMemcpy(dids->data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(flag->data(), 0, 16), cudaSuccess);
+    const float* dx = static_cast<const float*>(dxb->data()) + x_shift;  // shift 1: unaligned rows
+    ASSERT_EQ(cudaMemcpy(const_cast<float*>(dx), x.raw(), x.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    int32_t* g = static_cast<int32_t*>(grp->data());
+    kernels::moe_group(static_cast<const int32_t*>(dids->data()), slots, E, static_cast<int>(slots), g,
+                       g + slots, g + slots + E + 1, static_cast<int32_t*>(flag->data()), nullptr);
+    const std::vector<float> v1 = run(st, 1, dx, x_div, slots, E, g);
+    const std::vector<float> v2 = run(st, 2, dx, x_div, slots, E, g);
+    EXPECT_EQ(0, std::memcmp(v1.data(), v2.data(), v1.size() * 4))
+        << what << ": gemv_experts_v2 differs from gemv_experts; seed " << seed_;
+    // Double reference on ~64 sampled outputs per slot (every output of every slot in v1 == v2).
+    std::vector<double> want, abs;
+    std::vector<float> got;
+    for (int64_t sl = 0; sl < slots; ++sl) {
+      const int64_t p = ids[sl] % st.P;
+      const float* xr = x.data<float>() + (sl / x_div) * st.K;
+      for (int64_t n = (sl * 7) % 61; n < st.N; n += std::max<int64_t>(1, st.N / 64)) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < st.K; ++k) {
+          const double pr = double(xr[k]) * deq(st, p, n, k);
+          s += pr;
+          a += std::fabs(pr);
+        }
+        want.push_back(s), abs.push_back(a), got.push_back(v2[sl * st.N + n]);
+      }
+    }
+    expect_within(what + " v2 vs double", got.data(), want, abs, 32.0 + st.K / 1024.0 + 8.0, seed_);
+  }
+  // k distinct experts per token; with `hot`, expert 5 in every token (more rows than a tile).
+  std::vector<int32_t> route(int64_t B, int64_t k, int64_t E, bool hot) {
+    std::vector<int32_t> ids;
+    for (int64_t t = 0; t < B; ++t) {
+      std::vector<int32_t> mine;
+      if (hot) mine.push_back(5);
+      while (static_cast<int64_t>(mine.size()) < k) {
+        const int32_t e = static_cast<int32_t>(rng_() % E);
+        if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+      }
+      ids.insert(ids.end(), mine.begin(), mine.end());
+    }
+    return ids;
+  }
+};
+
+TEST_F(CudaGemvExpertKernels, NewKernelEqualsOldBitwiseAtV4ShapesAndMatchesDouble) {
+  const int64_t E = 256, k = 6, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 40;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  for (int64_t B : {1, 4, 16, 32}) {
+    const std::vector<int32_t> ids = route(B, k, E, B >= 4);
+    const int64_t slots = B * k;
+    const std::string tag = "B=" + std::to_string(B);
+    check("gate_up " + tag, gate_up, randn({B, H}), 0, k, ids, E);
+    check("down " + tag, down, randn({slots, I}, 0.3f), 0, 1, ids, E);
+  }
+}
+
+TEST_F(CudaGemvExpertKernels, NewKernelTakesOnlyTheLayoutsItImplements) {
+  EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, 96, 256, true, true, 4096, 4096, 32));
+  EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, 128, 256, true, true, 4096, 2048, 128));
+  EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, 1, 1024, true, true, 1, 8192, 64));
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(1, 96, 256, true, true, 4096, 4096, 128));  // FP8
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 256, false, true, 4096, 4096, 32));  // no scales
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 256, true, false, 4096, 4096, 32));  // unaligned rows
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 256, true, true, 4096, 4080, 32));   // K % 32
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 256, true, true, 4096, 8224, 32));   // K > 8192
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 256, true, true, 4096, 4096, 96));   // 3 chunks per block
+  EXPECT_FALSE(kernels::gemv_experts_v2_supported(2, 96, 2048, true, true, 4096, 4096, 32));  // > 1024 experts
+}
+
+TEST_F(CudaGemvExpertKernels, NewKernelEqualsOldOnOddShapesF32ScalesAndUnalignedX) {
+  // Odd N (row groups past the end), K not a multiple of 1024 (lanes with fewer chunks), f32
+  // scales over 3×64 blocks, x rows not 16-byte aligned (scalar staging), every K instantiation;
+  // a subnormal x (the tile falls back to decoding with the multiply) and a huge one.
+  const int64_t E = 24, k = 3;
+  for (int64_t K : {96, 1056, 2080, 4160, 8192}) {
+    Set st;
+    st.P = 7, st.N = 203, st.K = K, st.br = 3, st.bc = 64, st.f32 = true;
+    make_set(st, E);
+    for (int64_t B : {1, 9}) {
+      const std::vector<int32_t> ids = route(B, k, E, B > 1);
+      const std::string tag = "K=" + std::to_string(K) + " B=" + std::to_string(B);
+      Tensor x = randn({B, K});
+      if (B > 6) {
+        x.data<float>()[3 * K + 5] = 1e-39f;  // subnormal: token 3's tiles take the multiply path
+        x.data<float>()[6 * K + 7] = 1e30f;   // large: token 6's x carries 2^(126 - 98)
+      }
+      check("odd " + tag, st, x, 1, k, ids, E);
+    }
+  }
 }
 
 }  // namespace

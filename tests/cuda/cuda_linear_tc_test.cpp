@@ -28,6 +28,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "device_pair.h"
 
 namespace deepinfer::cuda {
@@ -192,32 +193,80 @@ TEST_F(CudaLinearTc, MatchesReferenceInEveryFormat) {
 }
 
 TEST_F(CudaLinearTc, BatchInvariantRowsAreBitwiseIndependentOfTheBatch) {
-  // With --batch-invariant every M runs the tensor-core kernel (when the layout allows); a row's
-  // bits must not depend on M, on its position in the batch (its row in the MMA tile) or on the
-  // tile shape chosen for M.
-  for (Fmt f : {Fmt::kBf16, Fmt::kFp8, Fmt::kFp4}) {
-    const int64_t G = f == Fmt::kFp8 ? 2 : 1, N = 136, K = f == Fmt::kFp8 ? 1024 : 512;
+  // With --batch-invariant every M runs the tensor-core kernel (when the layout allows) with the
+  // split that fills the GPU at one 16-row tile (linear_tc_k_split: up to 32 splits here); a
+  // row's bits must not depend on M, on its position in the batch (its row in the MMA tile), on
+  // the tile shape chosen for M or on the row slab it lands in (2300 rows of fp8 [1024, 4096]:
+  // 32 splits give 2048-row slabs on a 132-SM GPU).
+  struct Case { Fmt f; int64_t G, N, K; };
+  const std::vector<Case> cases = {{Fmt::kFp8, 1, 1024, 4096}, {Fmt::kFp8, 2, 136, 1024},
+                                   {Fmt::kFp4, 1, 512, 2048},  {Fmt::kBf16, 1, 136, 512},
+                                   {Fmt::kFp8F32Scale, 1, 200, 640}};
+  for (const Case& c : cases) {
+    const int64_t G = c.G, N = c.N, K = c.K, rows = 2300;
     backend::Weight hw;
     Tensor deq;
-    random_weight(f, G * N, K, &hw, &deq);
+    random_weight(c.f, G * N, K, &hw, &deq);
     const backend::Weight dw = upload_weight(hw);
-    Tensor x = randn({300, G * K});
+    Tensor x = randn({rows, G * K});
     auto dx = on_device(x);
-    auto full = bi_->alloc(DType::kF32, {300, G * N});
+    const int64_t k_split = kernels::linear_tc_k_split(rows, G * N, K, c.f == Fmt::kBf16 ? 0 : hw.block_cols, true);
+    std::printf("%s G=%lld N=%lld K=%lld: %lld splits, slabs of %lld rows\n", fmt_name(c.f),
+                static_cast<long long>(G), static_cast<long long>(N), static_cast<long long>(K),
+                static_cast<long long>((K + k_split - 1) / k_split),
+                static_cast<long long>(kernels::linear_tc_slab_rows(rows, G * N, K, k_split)));
+    for (int64_t M : {1, 16, 300})  // the split never follows M
+      EXPECT_EQ(k_split, kernels::linear_tc_k_split(M, G * N, K, c.f == Fmt::kBf16 ? 0 : hw.block_cols, true));
+    auto full = bi_->alloc(DType::kF32, {rows, G * N});
     ASSERT_TRUE(full.ok());
     ASSERT_TRUE(bi_->linear(dx.dev, dw, *full, G).ok());
     ASSERT_TRUE(bi_->synchronize().ok());
     Tensor ref = to_host(*full);
     // Windows [b, b + M): row b + i lands at tile row i, another tile shape for each M.
-    for (auto [b, M] : {std::pair<int64_t, int64_t>{0, 1}, {5, 1}, {7, 3}, {37, 16}, {3, 17},
-                        {100, 64}, {11, 200}}) {
+    for (auto [b, M] : {std::pair<int64_t, int64_t>{0, 1}, {5, 1}, {2299, 1}, {7, 3}, {37, 16},
+                        {3, 17}, {100, 64}, {11, 300}, {200, 2048}, {0, 2100}}) {
       auto out = bi_->alloc(DType::kF32, {M, G * N});
       ASSERT_TRUE(out.ok());
       ASSERT_TRUE(bi_->linear(dx.dev.rows(b, b + M), dw, *out, G).ok());
       ASSERT_TRUE(bi_->synchronize().ok());
       Tensor got = to_host(*out);
       EXPECT_EQ(0, std::memcmp(got.data<float>(), ref.data<float>() + b * G * N, M * G * N * 4))
-          << fmt_name(f) << ": rows [" << b << ", " << b + M << ") differ from the same rows of M = 300";
+          << fmt_name(c.f) << " G=" << G << " N=" << N << " K=" << K << ": rows [" << b << ", "
+          << b + M << ") differ from the same rows of M = " << rows;
+    }
+  }
+}
+
+TEST_F(CudaLinearTc, SplitProductsMatchDoubleAtModelShapes) {
+  // V4-Flash widths at decode M (the split-K plans that fill the GPU: up to 32 splits of 128
+  // columns), both modes. Bound 3e-6 of the row's largest output: the file's 2e-6 (measured
+  // 1.03e-6 at K = 1056) with room for 4x longer rows and more elements per row.
+  struct Case { Fmt f; int64_t G, N, K; };
+  const std::vector<Case> cases = {{Fmt::kFp8, 1, 1024, 4096}, {Fmt::kFp8, 1, 4096, 2048},
+                                   {Fmt::kFp4, 1, 512, 4096},  {Fmt::kBf16, 1, 1024, 4096}};
+  for (const Case& c : cases) {
+    const int64_t R = c.G * c.N;
+    backend::Weight hw;
+    Tensor deq;
+    random_weight(c.f, R, c.K, &hw, &deq);
+    const backend::Weight dw = upload_weight(hw);
+    Tensor x = randn({16, c.G * c.K});
+    auto dx = on_device(x);
+    for (int64_t M : {1, 3, 16}) {
+      Tensor xm = x.rows(0, M);
+      std::vector<double> want64 = reference64(xm, deq, c.G);
+      for (CudaBackend* be : {gpu_.get(), bi_.get()}) {
+        auto out = be->alloc(DType::kF32, {M, R});
+        ASSERT_TRUE(out.ok());
+        Status st = be->linear(dx.dev.rows(0, M), dw, *out, c.G);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_TRUE(be->synchronize().ok());
+        Tensor got = to_host(*out);
+        const std::string what = std::string(fmt_name(c.f)) + " M=" + std::to_string(M) + " N=" +
+                                 std::to_string(c.N) + " K=" + std::to_string(c.K) +
+                                 (be == bi_.get() ? " (batch-invariant)" : "");
+        expect_rows_close(what + " vs double", Tensor(), got.data<float>(), M, R, 3e-6, &want64);
+      }
     }
   }
 }
@@ -277,6 +326,47 @@ TEST_F(CudaLinearTc, RoutedExpertsMatchCpu) {
         EXPECT_EQ(0, std::memcmp(all.data<float>(), one.data<float>(), H * 4))
             << "moe_experts " << fmt_name(f) << ": token 0 differs alone vs in a batch of " << S;
       }
+    }
+  }
+}
+
+TEST_F(CudaLinearTc, BatchInvariantExpertRowsAreBitwiseIndependentOfTheBatch) {
+  // Routed experts under --batch-invariant (the streaming GEMV experts for every slot count, or
+  // the grouped tensor-core GEMM where the GEMV does not apply): a token's output bits must not
+  // depend on which other tokens share the step (other experts' row counts, 2- vs 4-row GEMV
+  // tiles, 16- vs 64-row grouped tiles).
+  const int64_t E = 9, H = 256, I = 160, k = 6, S = 300;
+  for (Fmt f : {Fmt::kFp4, Fmt::kFp8, Fmt::kBf16}) {
+    backend::ExpertSet set;
+    for (int64_t e = 0; e < E; ++e)
+      for (int proj = 0; proj < 2; ++proj) {
+        backend::Weight hw;
+        Tensor deq;
+        random_weight(f, proj == 0 ? 2 * I : H, proj == 0 ? H : I, &hw, &deq);
+        (proj == 0 ? set.gate_up : set.down).push_back(upload_weight(hw));
+      }
+    ASSERT_TRUE(bi_->prepare_experts(set).ok());
+    Tensor x = randn({S, H}, 0.5f), w = randn({S, k}, 0.3f);
+    Tensor ids = Tensor::empty(DType::kI32, {S, k});
+    for (int64_t i = 0; i < S * k; ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rng_() % E);
+    auto dx = on_device(x), dids = on_device(ids), dw = on_device(w);
+    auto run = [&](int64_t b, int64_t n) {
+      Tensor z = Tensor::empty(DType::kF32, {n, H});
+      std::memset(z.raw(), 0, z.nbytes());
+      auto dz = on_device(z);
+      const Status st = bi_->moe_experts(dx.dev.rows(b, b + n), dids.dev.rows(b, b + n),
+                                         dw.dev.rows(b, b + n), set, 7.0f, dz.dev);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_TRUE(bi_->synchronize().ok());
+      return to_host(dz.dev);
+    };
+    const Tensor all = run(0, S);
+    for (auto [b, n] : {std::pair<int64_t, int64_t>{0, 1}, {5, 1}, {299, 1}, {7, 3}, {37, 16},
+                        {100, 64}, {30, 200}}) {
+      const Tensor got = run(b, n);
+      EXPECT_EQ(0, std::memcmp(got.data<float>(), all.data<float>() + b * H, n * H * 4))
+          << "moe_experts " << fmt_name(f) << ": tokens [" << b << ", " << b + n
+          << ") differ from the same tokens in a batch of " << S;
     }
   }
 }

@@ -3,9 +3,28 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace deepinfer::cuda::kernels {
+
+// Opts a kernel in to `smem_bytes` of dynamic shared memory (and, if asked, all of L1 as shared
+// memory) once per device: the attribute belongs to the device's instance of the function, and
+// threads-as-ranks drive several devices from one process. `done` is the caller's per-kernel
+// bit set of devices (a function-local static).
+template <typename Kernel>
+void opt_in_smem_per_device(std::atomic<uint64_t>& done, Kernel kernel, int smem_bytes,
+                            bool max_carveout = false) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if ((done.load(std::memory_order_relaxed) & bit) != 0) return;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (max_carveout)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+  done.fetch_or(bit, std::memory_order_relaxed);
+}
 
 inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);

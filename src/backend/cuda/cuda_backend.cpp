@@ -7,13 +7,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/attention_tc.h"
 #include "backend/cuda/dequant.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_tc.h"
 #include "backend/cuda/sampling.h"
 #include "backend/sample_checks.h"
+#include "common/env.h"
 
 namespace deepinfer::cuda {
 
@@ -346,13 +349,19 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       (st_->batch_invariant || M >= tc_min_rows)) {
     const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, fmt != 0 ? w.block_cols : 0,
                                                        st_->batch_invariant);
+    // Split partials in slabs of rows (the workspace of one launch bounded; rows independent).
+    const int64_t slab = kernels::linear_tc_slab_rows(M, GN, K, k_split);
     Tensor ws;
     if (k_split < K) {
-      DI_ASSIGN_OR_RETURN(ws, empty(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+      DI_ASSIGN_OR_RETURN(ws, empty(DType::kF32, {(K + k_split - 1) / k_split, slab, GN}));
     }
-    kernels::linear_tc(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
-                       scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols, k_split,
-                       out.data<float>(), ws.defined() ? ws.data<float>() : nullptr, stream());
+    for (int64_t r0 = 0; r0 < M; r0 += slab) {
+      const int64_t rows = std::min(slab, M - r0);
+      kernels::linear_tc(fmt, x.data<float>() + r0 * groups * K, w.w.raw(),
+                         fmt == 0 ? nullptr : w.scale.raw(), scale_f32, rows, GN / groups, K,
+                         groups, w.block_rows, w.block_cols, k_split, out.data<float>() + r0 * GN,
+                         ws.defined() ? ws.data<float>() : nullptr, stream());
+    }
     return launched(op);
   }
   // The weight-only kernel reads 16-byte chunks (16 e4m3 / 32 e2m1 values) under one scale.
@@ -465,7 +474,17 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk
   // loaded once for both) reads the picked experts at higher bandwidth than the grouped GEMM's
   // one-row tiles (H200, FP4 top-6, batch 1: 229 vs 383 µs with one row per warp).
-  const bool few_slots = !st_->batch_invariant && slots <= 128;
+  // --batch-invariant needs one arithmetic for every slot count: the streaming GEMV experts
+  // (their bits depend only on a slot's own row, as the grouped GEMM's do) wherever they apply —
+  // faster than the grouped tensor-core GEMM at decode (H200, session 5 profile: 410 vs 1,992 µs
+  // per step at batch 1, 8,040 vs 12,776 at batch 16) and, by bytes, at prefill (each expert
+  // read once per 4 of its rows). kBiExpertsOnGemv = false: the grouped GEMM for every count.
+  constexpr bool kBiExpertsOnGemv = true;
+  const bool bi_gemv =
+      kBiExpertsOnGemv && E_all <= 1024 &&
+      kernels::gemv_supported(t->gate_up.fmt, H, t->gate_up.s.size() > 0, t->gate_up.bc) &&
+      kernels::gemv_supported(t->down.fmt, t->down.K, t->down.s.size() > 0, t->down.bc);
+  const bool few_slots = st_->batch_invariant ? bi_gemv : slots <= 128;
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
@@ -477,7 +496,18 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // Tensor cores: slots grouped by expert on the device (no host wait), one grouped GEMM per
     // projection, outputs in slot order so swiglu and combine_slots are those of the other paths.
     const int64_t E = experts.num_experts();
-    const int tile_rows = kernels::experts_tc_tile_rows(slots, E);
+    // FP4 experts run the v2 kernels (moe_tc.h: x split into bf16 terms once per row, same bits
+    // as v1) unless DEEPINFER_CUDA_MOE_TC=v1: with both projections on v2, its tile rows (32 for
+    // decode-sized batches, else 64); else v1's (16 / 64; at 64 a projection v2 runs still uses it).
+    const int variant = kernels::moe_tc_variant();
+    const int v2_rows = kernels::moe_tc_tile_rows(slots, E);
+    const bool v2_both =
+        variant != 0 &&
+        kernels::moe_tc_supported(g.fmt, x.data<float>(), slots, E, H, g.s.size() > 0, g.bc,
+                                  v2_rows) &&
+        kernels::moe_tc_supported(d.fmt, nullptr /* act: a fresh, aligned buffer */, slots, E, I,
+                                  d.s.size() > 0, d.bc, v2_rows);
+    const int tile_rows = v2_both ? v2_rows : kernels::experts_tc_tile_rows(slots, E);
     DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
     int32_t* perm = grp.data<int32_t>();
     int32_t* row_off = perm + slots;
@@ -485,21 +515,37 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     kernels::moe_group(ids.data<int32_t>(), slots, E, tile_rows, perm, row_off, tile_off,
                        flag_of(st_->error_flag), stream());
     DI_RETURN_IF_ERROR(launched("moe_experts"));
+    // One projection: x_in [x_rows, Kp] (slot i reads row i / x_div) -> o [slots, Np].
+    auto project = [&](const ProjectionTable& pt, const Tensor& x_in, int64_t x_div, int64_t Np,
+                       int64_t Kp, Tensor& o) -> Status {
+      const bool v2 = variant != 0 && kernels::moe_tc_supported(pt.fmt, x_in.data<float>(), slots, E,
+                                                                Kp, pt.s.size() > 0, pt.bc, tile_rows);
+      if (!v2 && tile_rows != 16 && tile_rows != 64)
+        return Internal("moe_experts: the v2 expert GEMM rejected a projection it was planned for");
+      if (v2) {
+        const int64_t x_rows = x_in.dim(0);
+        DI_ASSIGN_OR_RETURN(Tensor terms, empty(DType::kBF16, {3, x_rows, Kp}));
+        kernels::moe_tc_split_terms(x_in.data<float>(), x_rows, Kp, terms.data<uint16_t>(), stream());
+        DI_RETURN_IF_ERROR(launched("moe_experts"));
+        kernels::moe_tc_experts(variant, terms.data<uint16_t>(), x_rows, x_div, perm, row_off,
+                                tile_off, tile_rows, slots, E, static_cast<const void* const*>(pt.w.data()),
+                                static_cast<const void* const*>(pt.s.data()), pt.scale_f32, Np,
+                                Kp, pt.br, pt.bc, o.data<float>(), stream());
+        return launched("moe_experts");
+      }
+      kernels::experts_tc(pt.fmt, x_in.data<float>(), x_div, perm, row_off, tile_off, tile_rows,
+                          slots, E, static_cast<const void* const*>(pt.w.data()),
+                          static_cast<const void* const*>(pt.s.data()), pt.scale_f32, Np, Kp,
+                          pt.br, pt.bc, o.data<float>(), stream());
+      return launched("moe_experts");
+    };
     // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
     DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
-    kernels::experts_tc(g.fmt, x.data<float>(), k, perm, row_off, tile_off, tile_rows, slots, E,
-                        static_cast<const void* const*>(g.w.data()),
-                        static_cast<const void* const*>(g.s.data()), g.scale_f32, 2 * I, H, g.br,
-                        g.bc, gu.data<float>(), stream());
-    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_RETURN_IF_ERROR(project(g, x, k, 2 * I, H, gu));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    kernels::experts_tc(d.fmt, act.data<float>(), 1, perm, row_off, tile_off, tile_rows, slots, E,
-                        static_cast<const void* const*>(d.w.data()),
-                        static_cast<const void* const*>(d.s.data()), d.scale_f32, H, I, d.br,
-                        d.bc, slot_out.data<float>(), stream());
-    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_RETURN_IF_ERROR(project(d, act, 1, H, I, slot_out));
     return combine_slots(slot_out, weights, k, out);
   }
   // Decode-sized batches: slots grouped by expert on the device, then the streaming GEMV reads
@@ -516,21 +562,31 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     kernels::moe_group(ids.data<int32_t>(), slots, E, static_cast<int>(std::max<int64_t>(slots, 1)),
                        perm, row_off, act_off, flag_of(st_->error_flag), stream());
     DI_RETURN_IF_ERROR(launched("moe_experts"));
+    // One projection: session 5's kernel (gemv_experts.cuh: FP4 with scales, the routed experts
+    // of V4) where it applies, else session 4's; both give the same bits.
+    // DEEPINFER_GEMV_EXPERTS=1 keeps session 4's everywhere (to compare speed).
+    static const bool v2 = env().gemv_experts_version != 1;
+    auto project = [&](const ProjectionTable& t, const float* in, int64_t x_div, int64_t N,
+                       int64_t K, float* o) {
+      const auto* w = static_cast<const void* const*>(t.w.data());
+      const auto* sc = static_cast<const void* const*>(t.s.data());
+      if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
+                                                   N, K, t.bc)) {
+        kernels::gemv_experts_v2(in, x_div, perm, row_off, act_off, slots, E, w, sc, t.scale_f32,
+                                 N, K, t.br, t.bc, o, stream());
+      } else {
+        kernels::gemv_experts(t.fmt, in, x_div, perm, row_off, act_off, slots, E, w, sc,
+                              t.scale_f32, t.gemv_vec, N, K, t.br, t.bc, o, stream());
+      }
+      return launched("moe_experts");
+    };
     // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
     DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
-    kernels::gemv_experts(g.fmt, x.data<float>(), k, perm, row_off, act_off, slots, E,
-                          static_cast<const void* const*>(g.w.data()),
-                          static_cast<const void* const*>(g.s.data()), g.scale_f32, g.gemv_vec,
-                          2 * I, H, g.br, g.bc, gu.data<float>(), stream());
-    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_RETURN_IF_ERROR(project(g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    kernels::gemv_experts(d.fmt, act.data<float>(), 1, perm, row_off, act_off, slots, E,
-                          static_cast<const void* const*>(d.w.data()),
-                          static_cast<const void* const*>(d.s.data()), d.scale_f32, d.gemv_vec, H,
-                          I, d.br, d.bc, slot_out.data<float>(), stream());
-    DI_RETURN_IF_ERROR(launched("moe_experts"));
+    DI_RETURN_IF_ERROR(project(d, act.data<float>(), 1, H, I, slot_out.data<float>()));
     return combine_slots(slot_out, weights, k, out);
   }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
@@ -578,6 +634,23 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
     return Unimplemented("attention (cuda): head widths " + std::to_string(d.D) + "/" +
                          std::to_string(d.Dv) + " need more shared memory than a block has");
   if (max_keys < 0 || max_keys > d.nnz) max_keys = d.nnz;
+  // V4's layout on the tensor-core kernel when DEEPINFER_CUDA_ATTENTION=tc (attention_tc.cu);
+  // the choice depends on the layout and the setting only, never on the batch.
+  if (kernels::attention_tc_enabled() &&
+      kernels::attention_tc_supports(d.nH, d.nKV, d.D, d.Dv, k.raw() == v.raw())) {
+    const int64_t slice = kernels::attention_tc_slice_tokens(d.S, d.nH, max_keys);
+    Tensor tc_parts;
+    if (slice > 0) {
+      DI_ASSIGN_OR_RETURN(tc_parts, empty(DType::kF32, {kernels::attention_tc_parts_floats(
+                                                           slice, d.nH, max_keys)}));
+    }
+    kernels::attention_tc(q.data<float>(), k.data<float>(), key_offsets.data<int32_t>(),
+                          key_ids.data<int32_t>(), d.nnz, sinks ? sinks->data<float>() : nullptr,
+                          d.S, d.nH, d.T, scale, out.data<float>(),
+                          slice > 0 ? tc_parts.data<float>() : nullptr, slice, max_keys,
+                          flag_of(st_->error_flag), stream());
+    return launched("attention");
+  }
   const int64_t parts_n = kernels::attention_parts_floats(d.S, d.nH, d.nKV, d.Dv, max_keys,
                                                           st_->num_sms);
   Tensor parts;

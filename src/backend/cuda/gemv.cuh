@@ -287,6 +287,31 @@ __device__ __forceinline__ void row_group(const Args& p, const uint8_t* wb, cons
   }
 }
 
+// Session 5: each warp pulls its next row group into L2 (prefetch.global.L2, no registers held)
+// while it works on the current one, and its first group before the CTA stages x — twice the
+// DRAM traffic in flight per warp, no change to any result. false restores session 4's kernel.
+constexpr bool kPrefetchL2 = false;  // on: the bf16 head GEMV took 413 µs on the H200 (session 5; 303 µs by the weight-only kernel)
+
+// The weight rows n0 .. n0 + kR - 1 (valid when < N) and their scales into L2 (vector path).
+template <int kFmt, int kR>
+__device__ __forceinline__ void prefetch_rows(const Args& p, const uint8_t* wb, const void* sc,
+                                              int64_t wrow0, int64_t n0, int lane) {
+  constexpr int E = Fmt<kFmt>::kElems;
+  const int64_t rb = row_bytes<kFmt>(p.K), chunks = (p.K + E - 1) / E;
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    if (n0 + r >= p.N) break;
+    const uint8_t* row = wb + (n0 + r) * rb;
+    for (int64_t c = lane; c < chunks; c += 32)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 16 * c));
+    if (sc != nullptr && p.br == 1) {  // row-wise scales (FP4 1×32); 128-row blocks stay in L2
+      const int64_t idx = (wrow0 + n0 + r) * p.scale_cols + (lane >> p.cpb_log2);
+      if (lane < chunks)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint8_t*>(sc) + (p.scale_f32 ? 4 * idx : idx)));
+    }
+  }
+}
+
 template <int kFmt, int kMT, bool kVec, bool kGrouped, int kR>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
   extern __shared__ __align__(16) float xs[];  // [kMT][x_stride], 16-byte slots swizzled
@@ -323,6 +348,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
   const int64_t rg_end = rg_begin + per < groups ? rg_begin + per : groups;
   if (rg_begin >= rg_end) return;
   const int64_t K = p.K;
+  if (kPrefetchL2 && kVec && rg_begin + warp < rg_end)
+    prefetch_rows<kFmt, kR>(p, wb, sc, wrow0, (rg_begin + warp) * kR, lane);
   for (int64_t m0 = 0; m0 < rows; m0 += kMT) {
     const int mt = rows - m0 < kMT ? static_cast<int>(rows - m0) : kMT;
     if (m0 > 0) __syncthreads();  // the previous tile's readers are done
@@ -359,6 +386,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
     __syncthreads();
     for (int64_t rg = rg_begin + warp; rg < rg_end; rg += kWarps) {
       const int64_t n0 = rg * kR;
+      if (kPrefetchL2 && kVec && rg + kWarps < rg_end)
+        prefetch_rows<kFmt, kR>(p, wb, sc, wrow0, n0 + kWarps * kR, lane);
       float acc[kMT][kR];
       if constexpr (kFmt == 1 || kFmt == 2) {  // e4m3 / e2m1: scaled (unscaled ones exist too)
         if (sc != nullptr) row_group<kFmt, kMT, kVec, true, kR>(p, wb, sc, wrow0, n0, xs, mt, lane, acc);
@@ -404,14 +433,7 @@ void launch(const Args& a, int64_t problems, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(kMT) * a.x_stride * sizeof(float);
   // The shared-memory opt-in is per device (a function has one instance per device context).
   static std::atomic<uint64_t> attr_set{0};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if ((attr_set.load(std::memory_order_relaxed) & bit) == 0) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemBudget));
-    attr_set.fetch_or(bit, std::memory_order_relaxed);
-  }
+  opt_in_smem_per_device(attr_set, kernel, static_cast<int>(kSmemBudget));
   static const int sms = device_sms();
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {

@@ -39,4 +39,17 @@ void gemv_experts(int fmt, const float* x, int64_t x_div, const int32_t* perm,
                   bool scale_f32, bool w_vec, int64_t N, int64_t K, int64_t block_rows,
                   int64_t block_cols, float* out, cudaStream_t s);
 
+// The routed experts' second version (gemv_experts.cuh; session 5): same contract and the same
+// bits as gemv_experts, for FP4 e2m1 experts with block scales (ue8m0 or f32, block_cols 32·2^j),
+// 16-byte aligned rows (w_vec), K a multiple of 32 up to 8192, at most 1024 experts, and
+// slots·N, slots·K < 2^31. A persistent grid splits all active experts' rows evenly over the
+// CTAs; each warp keeps its next rows' weights in flight while it decodes the current ones.
+bool gemv_experts_v2_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled,
+                               bool w_vec, int64_t N, int64_t K, int64_t block_cols);
+void gemv_experts_v2(const float* x, int64_t x_div, const int32_t* perm, const int32_t* row_off,
+                     const int32_t* act_off, int64_t slots, int64_t num_experts,
+                     const void* const* w_table, const void* const* s_table, bool scale_f32,
+                     int64_t N, int64_t K, int64_t block_rows, int64_t block_cols, float* out,
+                     cudaStream_t s);
+
 }  // namespace deepinfer::cuda::kernels

@@ -93,9 +93,14 @@ void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, 
 void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s);
 // Batch-invariant grouped GEMM (backend.h matmul semantics): out [M, G·N], x [M, G·K],
-// w [G·N, K]; each element one fma chain in k order.
+// w [G·N, K]; an element's bits depend on K, its x row and its w row only (matmul.cu: fixed
+// chunks of matmul_chunk(K) columns, a fixed lane tree per chunk, chunks summed in order).
+// config: the register blocking (0..3: 1×1, 2×2, 4×4, 4×8 rows × columns per CTA; 4: the
+// session-4 tile kernel, other bits), −1 = matmul_fixed_config (picked for speed only).
 void matmul_fixed(const float* x, const float* w, int64_t M, int64_t N, int64_t K, int64_t G,
-                  float* out, cudaStream_t s);
+                  float* out, cudaStream_t s, int config = -1);
+int64_t matmul_chunk(int64_t K);
+int matmul_fixed_config(int64_t M, int64_t N, int64_t K, int64_t G);
 // Weight-only-quantized linear (backend.h linear): fmt 0 = bf16 (scale null), 1 = e4m3, 2 = e2m1
 // packed two a byte, 3 = f32 (scale null); scale [ceil(G·N/block_rows), ceil(K/block_cols)] ue8m0 (or f32), null when
 // unscaled; block_cols a multiple of 8. out [M, G·N], x [M, G·K]. Batch-invariant.
@@ -116,12 +121,15 @@ void linear_slots(int fmt, const float* x, int64_t x_div, const int32_t* ids, in
 // of M (batch-invariant). linear_tc_supported: row bytes a multiple of 16, w and x 16-byte
 // aligned, block_cols a multiple of 32 when scaled. k_split (linear_tc_k_split; block_cols 0 for
 // unscaled weights) is the fixed split-K width (a function of G·N, K, block_cols and the GPU; of M
-// too unless batch_invariant);
+// too unless batch_invariant: then it is the split that fills the GPU at one 16-row tile);
 // when it is < K, `workspace` holds [ceil(K/k_split), M, G·N] floats, summed in split order.
 bool linear_tc_supported(int fmt, const void* w, const float* x, int64_t M, int64_t K,
                          bool scaled, int64_t block_cols);
 int64_t linear_tc_k_split(int64_t M, int64_t GN, int64_t K, int64_t block_cols,
                           bool batch_invariant);
+// Rows per launch when split (k_split < K): the workspace of one launch stays under 256 MiB
+// (rows are independent, so slabs give the same bits); M when unsplit.
+int64_t linear_tc_slab_rows(int64_t M, int64_t GN, int64_t K, int64_t k_split);
 void linear_tc(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
                int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
                int64_t block_cols, int64_t k_split, float* out, float* workspace,

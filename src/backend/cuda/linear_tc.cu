@@ -28,13 +28,27 @@ int num_sms() {
 
 int tile_rows_for(int64_t M) { return M <= 16 ? 16 : M <= 64 ? 64 : 128; }
 
-// out[i] = Σ_z ws[z·n + i], z ascending (the fixed split order).
+constexpr int64_t kMaxSplits = 32;
+// true: session 4's split plan (kept selectable until the new one is measured on the H200).
+constexpr bool kLegacySplitPolicy = false;
+constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 26;  // 256 MiB of split partials per launch
+
+// out[i] = ((ws[0·n + i] + ws[1·n + i]) + ws[2·n + i]) + …, z ascending (the fixed split order).
+// The loads of 8 splits are issued before their adds (the adds stay in order), so a 32-split
+// reduction waits for 4 rounds of memory latency instead of 32.
 __global__ void split_reduce_kernel(const float* __restrict__ ws, int64_t splits, int64_t n,
                                     float* __restrict__ out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float v = ws[i];
-  for (int64_t z = 1; z < splits; ++z) v += ws[z * n + i];
+  float v = 0.f;
+  for (int64_t z0 = 0; z0 < splits; z0 += 8) {
+    float t[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t[u] = z0 + u < splits ? __ldg(ws + (z0 + u) * n + i) : 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
+  }
   out[i] = v;
 }
 
@@ -62,19 +76,41 @@ int64_t linear_tc_k_split(int64_t M, int64_t GN, int64_t K, int64_t block_cols,
                           bool batch_invariant) {
   const int64_t unit = block_cols > 0 ? block_cols : tc::kPromoteUnscaled;
   const int64_t tiles = (GN + kBN - 1) / kBN;  // n tiles over all groups (N ≥ 1 per group)
-  const int64_t sms = num_sms();
-  if (tiles >= sms) return K;
-  // Outside batch-invariant mode a large M fills the GPU without splitting (M-dependent bits).
-  const int64_t bm = tile_rows_for(M);
-  if (!batch_invariant && ((M + bm - 1) / bm) * tiles >= sms) return K;
-  // About two CTAs per SM, at most 8 splits (the workspace is splits × M × G·N floats), each
-  // split at least 4 scale blocks wide.
-  int64_t splits = (2 * sms + tiles - 1) / tiles;
-  splits = std::min<int64_t>(splits, 8);
-  splits = std::min<int64_t>(splits, std::max<int64_t>(1, K / (4 * unit)));
+  if (kLegacySplitPolicy) {  // session 4: ~2 CTAs per SM, ≤ 8 splits of ≥ 4 scale blocks
+    const int64_t sms = num_sms();
+    if (tiles >= sms) return K;
+    const int64_t bm = tile_rows_for(M);
+    if (!batch_invariant && ((M + bm - 1) / bm) * tiles >= sms) return K;
+    int64_t splits = std::min<int64_t>((2 * sms + tiles - 1) / tiles, 8);
+    splits = std::min<int64_t>(splits, std::max<int64_t>(1, K / (4 * unit)));
+    if (splits <= 1) return K;
+    const int64_t per = (K + splits - 1) / splits;
+    return (per + unit - 1) / unit * unit;
+  }
+  // Outside batch-invariant mode the split may follow M (none once the m tiles fill the GPU).
+  // Under --batch-invariant it is the split that fills the GPU at one 16-row m tile (decode),
+  // whatever M is: an M-dependent split would change a row's bits.
+  const int64_t bm = batch_invariant ? 16 : tile_rows_for(M);
+  const int64_t m_tiles = batch_invariant ? 1 : (M + bm - 1) / bm;
+  // One wave of resident CTAs: 4 per SM for the 128-thread BM = 16 tile (its register limit),
+  // 2 for the 256-thread BM = 64 / 128 tiles. Splits = as many as fit in that wave (a second,
+  // partial wave would cost a whole CTA time), at most kMaxSplits, each at least one scale block
+  // and 128 columns (4 k32 stages) wide.
+  const int64_t target = (bm == 16 ? 4 : 2) * static_cast<int64_t>(num_sms());
+  const int64_t min_width = (std::max<int64_t>(unit, 128) + unit - 1) / unit * unit;
+  int64_t splits = target / (m_tiles * tiles);
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  splits = std::min<int64_t>(splits, K / min_width);
   if (splits <= 1) return K;
   const int64_t per = (K + splits - 1) / splits;
   return (per + unit - 1) / unit * unit;
+}
+
+int64_t linear_tc_slab_rows(int64_t M, int64_t GN, int64_t K, int64_t k_split) {
+  if (k_split >= K) return M;
+  const int64_t splits = (K + k_split - 1) / k_split;
+  const int64_t rows = kMaxWorkspaceFloats / std::max<int64_t>(1, splits * GN) / 128 * 128;
+  return std::min<int64_t>(M, std::max<int64_t>(128, rows));
 }
 
 void linear_tc(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,

@@ -39,7 +39,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <atomic>
 #include <cstdint>
+
+#include "backend/cuda/common.cuh"
 
 namespace deepinfer::cuda::kernels::tc {
 
@@ -343,12 +346,14 @@ tc_kernel(const TcArgs p) {
         a[t][0] = *reinterpret_cast<const uint4*>(asrc + t * BM * kBK + r * kBK + q * 8);
         a[t][1] = *reinterpret_cast<const uint4*>(asrc + t * BM * kBK + (r + 8) * kBK + q * 8);
       }
+      // Per accumulator c[mf][nf]: k-step 0 terms x_2, x_1, x_0, then k-step 1 (the fixed order);
+      // the nf loop innermost puts kNF − 1 independent MMAs between two dependent ones.
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
-        for (int nf = 0; nf < kNF; ++nf)
+        for (int t = kTerms - 1; t >= 0; --t)
 #pragma unroll
-          for (int t = kTerms - 1; t >= 0; --t) {
+          for (int nf = 0; nf < kNF; ++nf) {
             const uint4& r0 = a[t][0];
             const uint4& r8 = a[t][1];
             mma_bf16(c[mf][nf], ks ? r0.z : r0.x, ks ? r8.z : r8.x, ks ? r0.w : r0.y,
@@ -411,16 +416,12 @@ tc_kernel(const TcArgs p) {
     }
 }
 
-// Launches one instantiation (opts in to > 48 KB of shared memory once).
+// Launches one instantiation (opts in to > 48 KB of shared memory once per device).
 template <int kFmt, int kTerms, int BM, int WM, int WN, bool kGrouped>
 void launch_tc(const TcArgs& a, dim3 grid, cudaStream_t s) {
   using S = TcShape<kFmt, kTerms, BM, WM, WN>;
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(tc_kernel<kFmt, kTerms, BM, WM, WN, kGrouped>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
-    return true;
-  }();
-  (void)attr_set;
+  static std::atomic<uint64_t> attr_set{0};
+  opt_in_smem_per_device(attr_set, tc_kernel<kFmt, kTerms, BM, WM, WN, kGrouped>, S::kSmem);
   tc_kernel<kFmt, kTerms, BM, WM, WN, kGrouped><<<grid, S::kThreads, S::kSmem, s>>>(a);
 }
 
