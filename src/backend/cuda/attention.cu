@@ -542,34 +542,30 @@ __global__ void __launch_bounds__(128) combine_kernel(Args p, int64_t S) {
          p.out + (s * p.nH + h) * p.Dv);
 }
 
-// Raises a kernel's dynamic shared-memory limit to what this launch needs. The default limit
-// covers static + dynamic shared memory up to 48 KB together, so the test is on the sum: the
-// session-4 bug (D 256 + Dv 128 = exactly 48 KB of dynamic memory, plus the kernels' static
-// arrays, launched without the attribute and refused) came from comparing the dynamic part alone.
-// Set on every such launch, not cached: the attribute is per device, and threads-as-ranks drive
-// several devices from one process.
+// Opts a kernel in to all of a block's shared memory (once per device: the attribute is per
+// device, and threads-as-ranks drive several devices from one process) when a launch could come
+// near the default 48 KB limit, which covers static + dynamic memory together. The session-4 bug
+// (D 256 + Dv 128 = exactly 48 KB of dynamic memory plus the static arrays, launched without the
+// opt-in and refused) came from comparing the dynamic part alone with 48 KB. `done`: the
+// kernel's own device bit set.
 template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  cudaFuncAttributes attr{};
-  const size_t static_bytes =
-      cudaFuncGetAttributes(&attr, kernel) == cudaSuccess ? attr.sharedSizeBytes : 4096;
-  if (bytes + static_bytes > 48 * 1024)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(bytes));
+void allow_smem(Kernel kernel, size_t bytes, std::atomic<uint64_t>& done) {
+  if (bytes > 32 * 1024) opt_in_max_smem_per_device(done, kernel);
 }
 
 template <int kPer>
 void launch(const Args& a, int64_t S, bool split, cudaStream_t st) {
+  static std::atomic<uint64_t> split_opt_in{0}, whole_opt_in{0};
   const bool kv_shared = a.k == a.v && a.D == a.Dv;
   const size_t smem = sizeof(float) * kChunk * (a.D + (kv_shared ? 0 : a.Dv));
   const unsigned bx = static_cast<unsigned>(S * a.nKV * a.groups);
   if (split) {
-    allow_smem(attention_kernel<kPer, true>, smem);
+    allow_smem(attention_kernel<kPer, true>, smem, split_opt_in);
     attention_kernel<kPer, true>
         <<<dim3(bx, static_cast<unsigned>(a.max_super)), kThreads, smem, st>>>(a);
     combine_kernel<kPer><<<grid_for(S * a.nH, 4), 128, 0, st>>>(a, S);
   } else {
-    allow_smem(attention_kernel<kPer, false>, smem);
+    allow_smem(attention_kernel<kPer, false>, smem, whole_opt_in);
     attention_kernel<kPer, false><<<bx, kThreads, smem, st>>>(a);
   }
 }
@@ -577,16 +573,17 @@ void launch(const Args& a, int64_t S, bool split, cudaStream_t st) {
 template <int kP4>
 void launch_wide(Args a, int64_t S, bool split, cudaStream_t st) {
   // One head per warp (kHW = 1): with two, the D = 512 kernel spills (255 registers).
+  static std::atomic<uint64_t> split_opt_in{0}, whole_opt_in{0};
   const bool kv_shared = a.k == a.v && a.D == a.Dv;
   const size_t smem = sizeof(float) * kChunk * (a.D + (kv_shared ? 0 : a.Dv));
   const unsigned bx = static_cast<unsigned>(S * a.nKV * a.groups);
   if (split) {
-    allow_smem(attention_wide_kernel<kP4, 1, true>, smem);
+    allow_smem(attention_wide_kernel<kP4, 1, true>, smem, split_opt_in);
     attention_wide_kernel<kP4, 1, true>
         <<<dim3(bx, static_cast<unsigned>(a.max_super)), kThreads, smem, st>>>(a);
     combine_kernel<kP4 * 4><<<grid_for(S * a.nH, 4), 128, 0, st>>>(a, S);
   } else {
-    allow_smem(attention_wide_kernel<kP4, 1, false>, smem);
+    allow_smem(attention_wide_kernel<kP4, 1, false>, smem, whole_opt_in);
     attention_wide_kernel<kP4, 1, false><<<bx, kThreads, smem, st>>>(a);
   }
 }

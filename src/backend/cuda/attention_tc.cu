@@ -544,8 +544,8 @@ void attention_tc(const float* q, const float* kv, const int32_t* key_offsets,
                   int64_t max_keys, int32_t* error_flag, cudaStream_t st) {
   if (S * nH == 0) return;
   const int units = max_units_for(max_keys);
-  cudaFuncSetAttribute(attention_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       kSmemBytes);
+  static std::atomic<uint64_t> opt_in{0};
+  opt_in_smem_per_device(opt_in, attention_tc_kernel, kSmemBytes);
   const int64_t slice = units == 1 ? S : slice_tokens;
   for (int64_t s0 = 0; s0 < S; s0 += slice) {
     const int64_t n = S - s0 < slice ? S - s0 : slice;

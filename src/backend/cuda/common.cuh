@@ -26,6 +26,23 @@ void opt_in_smem_per_device(std::atomic<uint64_t>& done, Kernel kernel, int smem
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
+// The same with all the dynamic shared memory a block may have on this device (its opt-in
+// maximum less the kernel's static arrays): for kernels whose need varies from launch to launch.
+template <typename Kernel>
+void opt_in_max_smem_per_device(std::atomic<uint64_t>& done, Kernel kernel) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  if ((done.load(std::memory_order_relaxed) & (uint64_t{1} << (dev & 63))) != 0) return;
+  int optin = 0;
+  cudaFuncAttributes attr{};
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    cudaGetLastError();  // the launch then reports what is wrong
+    return;
+  }
+  opt_in_smem_per_device(done, kernel, optin - static_cast<int>(attr.sharedSizeBytes));
+}
+
 inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
