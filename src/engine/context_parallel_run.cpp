@@ -95,36 +95,12 @@ StatusOr<RankResult> run_context_parallel_rank(const EngineConfig& config,
   ContextParallelRuntime* rt = impl.context_parallel ? impl.context_parallel.get() : impl.tensor_parallel.get();
   if (rt == nullptr || rt->comm == nullptr) return Internal(group + ": the engine has no group");
 
-  std::vector<std::vector<int32_t>> ids(num_prompts);
-  std::vector<SamplingParams> params(num_prompts);
-  std::vector<std::string> errors(num_prompts);
-  for (size_t j = 0; j < num_prompts; ++j) encode(*engine, j, &ids[j], &params[j], &errors[j]);
-  std::vector<std::vector<int32_t>> run_ids;
-  std::vector<SamplingParams> run_params;
-  std::vector<size_t> run_slot;
-  for (size_t j = 0; j < num_prompts; ++j) {
-    if (!errors[j].empty()) continue;
-    run_ids.push_back(ids[j]);
-    run_params.push_back(params[j]);
-    run_slot.push_back(j);
-  }
-  res.start_time = steady_seconds();
-  DI_ASSIGN_OR_RETURN(auto outs, generate_in_lockstep(*engine, *rt->comm, group, run_ids, run_params));
-  res.end_time = steady_seconds();
-  res.outputs.resize(num_prompts);
-  res.prompt_tokens.resize(num_prompts);
-  for (size_t j = 0; j < num_prompts; ++j) {
-    res.prompt_tokens[j] = static_cast<int64_t>(ids[j].size());
-    if (errors[j].empty()) continue;
-    RequestOutput& r = res.outputs[j];
-    r.finished = true;
-    r.error = errors[j];
-    CompletionOutput c;
-    c.finish_reason = "error";
-    r.outputs.push_back(std::move(c));
-  }
-  for (size_t k = 0; k < run_slot.size(); ++k) res.outputs[run_slot[k]] = std::move(outs[k]);
-  res.stats = engine->stats();
+  DI_RETURN_IF_ERROR(run_rank_prompts(
+      *engine, encode,
+      [&](const std::vector<std::vector<int32_t>>& ids, const std::vector<SamplingParams>& params) {
+        return generate_in_lockstep(*engine, *rt->comm, group, ids, params);
+      },
+      res));
   return res;
 }
 

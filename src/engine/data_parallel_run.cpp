@@ -28,21 +28,13 @@ std::vector<size_t> rank_prompt_indices(size_t num_prompts, int world_size, int 
   return out;
 }
 
-StatusOr<RankResult> run_rank(const EngineConfig& config, const ExpertParallelOptions& ep,
-                              size_t num_prompts, const RankEncoder& encode) {
-  RankResult res;
-  res.rank = config.data_parallel_rank;
-  res.indices = rank_prompt_indices(num_prompts, config.data_parallel_size, res.rank);
-  const double t_load = steady_seconds();
-  DI_ASSIGN_OR_RETURN(auto engine, create_engine_rank(config, ep));
-  res.load_s = steady_seconds() - t_load;
-  res.model_dir = engine->model_dir();
-
+Status run_rank_prompts(Engine& engine, const RankEncoder& encode, const RankGenerate& generate,
+                        RankResult& res) {
   const size_t n = res.indices.size();
   std::vector<std::vector<int32_t>> ids(n);
   std::vector<SamplingParams> params(n);
   std::vector<std::string> errors(n);
-  for (size_t j = 0; j < n; ++j) encode(*engine, res.indices[j], &ids[j], &params[j], &errors[j]);
+  for (size_t j = 0; j < n; ++j) encode(engine, res.indices[j], &ids[j], &params[j], &errors[j]);
   std::vector<std::vector<int32_t>> run_ids;
   std::vector<SamplingParams> run_params;
   std::vector<size_t> run_slot;
@@ -53,8 +45,7 @@ StatusOr<RankResult> run_rank(const EngineConfig& config, const ExpertParallelOp
     run_slot.push_back(j);
   }
   res.start_time = steady_seconds();
-  // Every rank steps the group, one with no prompt (or only bad ones) too.
-  DI_ASSIGN_OR_RETURN(auto outs, generate_on_rank(*engine, run_ids, run_params));
+  DI_ASSIGN_OR_RETURN(auto outs, generate(run_ids, run_params));
   res.end_time = steady_seconds();
   res.outputs.resize(n);
   res.prompt_tokens.resize(n);
@@ -69,7 +60,26 @@ StatusOr<RankResult> run_rank(const EngineConfig& config, const ExpertParallelOp
     r.outputs.push_back(std::move(c));
   }
   for (size_t k = 0; k < run_slot.size(); ++k) res.outputs[run_slot[k]] = std::move(outs[k]);
-  res.stats = engine->stats();
+  res.stats = engine.stats();
+  return OkStatus();
+}
+
+StatusOr<RankResult> run_rank(const EngineConfig& config, const ExpertParallelOptions& ep,
+                              size_t num_prompts, const RankEncoder& encode) {
+  RankResult res;
+  res.rank = config.data_parallel_rank;
+  res.indices = rank_prompt_indices(num_prompts, config.data_parallel_size, res.rank);
+  const double t_load = steady_seconds();
+  DI_ASSIGN_OR_RETURN(auto engine, create_engine_rank(config, ep));
+  res.load_s = steady_seconds() - t_load;
+  res.model_dir = engine->model_dir();
+
+  DI_RETURN_IF_ERROR(run_rank_prompts(
+      *engine, encode,
+      [&engine](const std::vector<std::vector<int32_t>>& ids, const std::vector<SamplingParams>& params) {
+        return generate_on_rank(*engine, ids, params);
+      },
+      res));
   return res;
 }
 

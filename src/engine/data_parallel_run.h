@@ -39,6 +39,15 @@ using RankEncoder = std::function<void(const Engine& engine, size_t index, std::
 // The prompt indices of `rank`: rank, rank + W, rank + 2W, ... below num_prompts.
 std::vector<size_t> rank_prompt_indices(size_t num_prompts, int world_size, int rank);
 
+// The prompts of res.indices on one rank's engine: encodes each (a prompt that fails to encode
+// gets an "error" output in its slot), runs the others through `generate` (every rank calls it,
+// one with no runnable prompt too: the group steps together) and fills res's outputs,
+// prompt_tokens, start/end times and stats.
+using RankGenerate = std::function<StatusOr<std::vector<RequestOutput>>(
+    const std::vector<std::vector<int32_t>>& ids, const std::vector<SamplingParams>& params)>;
+Status run_rank_prompts(Engine& engine, const RankEncoder& encode, const RankGenerate& generate,
+                        RankResult& res);
+
 // Rank config.data_parallel_rank of config.data_parallel_size: creates its engine
 // (create_engine_rank with `ep`), encodes its prompts and generates until the group is done.
 StatusOr<RankResult> run_rank(const EngineConfig& config, const ExpertParallelOptions& ep,

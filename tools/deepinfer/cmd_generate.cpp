@@ -121,11 +121,6 @@ double percentile(std::vector<double> v, double q) {
 
 namespace gen {
 
-// --context-parallel-size N or --tensor-parallel-size N (cmd_generate_cp.cpp).
-int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
-                         const RankFlags& rf, const std::vector<Item>& items,
-                         const std::string& output, bool quiet);
-
 // Everything as token ids, so prompts, ids and chat messages share one batch. `tok` may be null
 // (a model without tokenizer.json: token-id prompts only). Sets *error instead on failure.
 void encode_item(const Item& item, const tokenizer::Tokenizer* tok, std::vector<int32_t>* ids,

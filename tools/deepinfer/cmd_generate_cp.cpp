@@ -22,43 +22,14 @@
 #include "tools/deepinfer/generate_common.h"
 
 namespace deepinfer::cli::gen {
-
-int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
-                         const RankFlags& rf, const std::vector<Item>& items,
-                         const std::string& output, bool quiet);
-
 namespace {
 
-// One process per GPU; each writes its RankResult; returns them in rank order.
+// One process per GPU (launch_rank_processes), every rank's outputs checked equal.
 StatusOr<std::vector<engine::RankResult>> launch_cp_processes(int argc, char** argv, const EngineConfig& cfg) {
-  const int W = engine::lockstep_group_size(cfg);
   DI_ASSIGN_OR_RETURN(std::string nccl_id, engine::new_nccl_group_id_hex());
-  DI_ASSIGN_OR_RETURN(std::string exe, dist::self_executable_path());
-  std::string tmpl = (std::filesystem::temp_directory_path() / "deepinfer-cp-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) return Internal("cannot create a temporary directory for the ranks' results");
-  const std::filesystem::path dir(tmpl);
-  dist::RankLaunch launch;
-  launch.env = {{"NCCL_NVLS_ENABLE", "0"}};  // NVLink multicast stays off
-  for (int r = 0; r < W; ++r) {
-    std::vector<std::string> a = {exe, "generate"};
-    for (int i = 1; i < argc; ++i) a.emplace_back(argv[i]);
-    a.insert(a.end(), {"--device", dist::rank_device(cfg.device, r), "--dp-rank", std::to_string(r),
-                       "--dp-results", (dir / ("rank" + std::to_string(r) + ".jsonl")).string(),
-                       "--dp-nccl-id", nccl_id});
-    launch.argv.push_back(std::move(a));
-  }
-  Status st = dist::run_rank_processes(launch);
-  std::vector<engine::RankResult> ranks;
-  for (int r = 0; st.ok() && r < W; ++r) {
-    std::ifstream f(dir / ("rank" + std::to_string(r) + ".jsonl"));
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    auto res = engine::rank_result_from_jsonl(text);
-    if (!res.ok()) st = res.status().with_context(engine::lockstep_group_name(cfg) + " rank " + std::to_string(r));
-    else ranks.push_back(std::move(res).value());
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  if (!st.ok()) return st;
+  DI_ASSIGN_OR_RETURN(auto ranks, launch_rank_processes(argc, argv, cfg.device,
+                                                        engine::lockstep_group_size(cfg), nccl_id,
+                                                        engine::lockstep_group_name(cfg)));
   DI_RETURN_IF_ERROR(engine::check_ranks_agree(ranks));
   return ranks;
 }
@@ -82,11 +53,7 @@ int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::Pa
       return 2;
     }
   }
-  engine::RankEncoder encode = [&items](const Engine& e, size_t i, std::vector<int32_t>* ids,
-                                        SamplingParams* p, std::string* error) {
-    *p = items[i].params;
-    encode_item(items[i], e.tokenizer(), ids, error);
-  };
+  const engine::RankEncoder encode = rank_encoder(items);
   if (rf.rank >= 0) {  // a rank process started by launch_cp_processes
     if (rf.rank >= W || rf.results.empty()) {
       std::fprintf(stderr, "deepinfer generate: --dp-rank %d needs --dp-results and a rank below "
@@ -96,21 +63,8 @@ int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::Pa
     (tp ? cfg.tensor_parallel_rank : cfg.context_parallel_rank) = rf.rank;
     engine::ContextParallelOptions cp;
     cp.nccl_unique_id_hex = rf.nccl_id;
-    auto res = engine::run_context_parallel_rank(cfg, cp, items.size(), encode);
-    if (!res.ok()) {
-      std::fprintf(stderr, "deepinfer generate: %s rank %d of %d: %s\n",
-                   engine::lockstep_group_name(cfg).c_str(), rf.rank, W,
-                   res.status().to_string().c_str());
-      return 1;
-    }
-    std::ofstream f(rf.results);
-    f << engine::rank_result_to_jsonl(*res);
-    f.close();
-    if (!f) {
-      std::fprintf(stderr, "deepinfer generate: rank %d cannot write '%s'\n", rf.rank, rf.results.c_str());
-      return 1;
-    }
-    return 0;
+    return finish_rank_process(engine::run_context_parallel_rank(cfg, cp, items.size(), encode),
+                               engine::lockstep_group_name(cfg), rf.rank, W, rf.results);
   }
   auto ranks = on_cpu ? engine::run_context_parallel_in_threads(cfg, items.size(), encode)
                       : launch_cp_processes(argc, argv, cfg);

@@ -13,44 +13,36 @@
 
 #include "dist/launcher.h"
 #include "engine/data_parallel_run.h"
+#include "engine/expert_parallel_hook.h"  // new_nccl_group_id_hex
 #include "tools/deepinfer/generate_common.h"
 
 namespace deepinfer::cli::gen {
-namespace {
 
-// One process per GPU: re-executes this binary with the same arguments plus the rank's hidden
-// flags and --device cuda:r, NCCL_NVLS_ENABLE=0 in its environment; reads back every rank's
-// results. A rank that fails stops the others (dist::run_rank_processes) and is named.
 StatusOr<std::vector<engine::RankResult>> launch_rank_processes(int argc, char** argv,
-                                                                const EngineConfig& cfg) {
-  const int W = cfg.data_parallel_size;
-  std::string nccl_id;
-  if (cfg.enable_expert_parallel) {
-    auto id = engine::new_nccl_group_id_hex();
-    if (!id.ok()) return id.status().with_context("--enable-expert-parallel over " + std::to_string(W) + " GPUs");
-    nccl_id = *id;
-  }
+                                                                const std::string& device, int world,
+                                                                const std::string& nccl_id,
+                                                                const std::string& group) {
   DI_ASSIGN_OR_RETURN(std::string exe, dist::self_executable_path());
-  std::string tmpl = (std::filesystem::temp_directory_path() / "deepinfer-dp-XXXXXX").string();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "deepinfer-ranks-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("cannot create a temporary directory for the ranks' results");
   const std::filesystem::path dir(tmpl);
   dist::RankLaunch launch;
   launch.env = {{"NCCL_NVLS_ENABLE", "0"}};  // NVLink multicast stays off
-  for (int r = 0; r < W; ++r) {
+  for (int r = 0; r < world; ++r) {
     std::vector<std::string> a = {exe, "generate"};
     for (int i = 1; i < argc; ++i) a.emplace_back(argv[i]);
-    a.insert(a.end(), {"--device", dist::rank_device(cfg.device, r), "--dp-rank", std::to_string(r),
+    a.insert(a.end(), {"--device", dist::rank_device(device, r), "--dp-rank", std::to_string(r),
                        "--dp-results", (dir / ("rank" + std::to_string(r) + ".jsonl")).string()});
     if (!nccl_id.empty()) a.insert(a.end(), {"--dp-nccl-id", nccl_id});
     launch.argv.push_back(std::move(a));
   }
   Status st = dist::run_rank_processes(launch);
   std::vector<engine::RankResult> ranks;
-  for (int r = 0; st.ok() && r < W; ++r) {
+  for (int r = 0; st.ok() && r < world; ++r) {
     std::ifstream f(dir / ("rank" + std::to_string(r) + ".jsonl"));
     std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     auto res = engine::rank_result_from_jsonl(text);
-    if (!res.ok()) st = res.status().with_context("data parallel rank " + std::to_string(r));
+    if (!res.ok()) st = res.status().with_context(group + " rank " + std::to_string(r));
     else ranks.push_back(std::move(res).value());
   }
   std::error_code ec;
@@ -59,7 +51,31 @@ StatusOr<std::vector<engine::RankResult>> launch_rank_processes(int argc, char**
   return ranks;
 }
 
-}  // namespace
+engine::RankEncoder rank_encoder(const std::vector<Item>& items) {
+  return [&items](const Engine& e, size_t i, std::vector<int32_t>* ids, SamplingParams* p,
+                  std::string* error) {
+    *p = items[i].params;
+    encode_item(items[i], e.tokenizer(), ids, error);
+  };
+}
+
+int finish_rank_process(const StatusOr<engine::RankResult>& res, const std::string& group, int rank,
+                        int world, const std::string& results_path) {
+  if (!res.ok()) {
+    std::fprintf(stderr, "deepinfer generate: %s rank %d of %d: %s\n", group.c_str(), rank, world,
+                 res.status().to_string().c_str());
+    return 1;
+  }
+  std::ofstream f(results_path);
+  f << engine::rank_result_to_jsonl(*res);
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "deepinfer generate: rank %d cannot write '%s'\n", rank, results_path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 
 int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
                       const RankFlags& rf, const std::vector<Item>& items, const std::string& output,
@@ -67,11 +83,7 @@ int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::Paral
   const int W = parallel.data_parallel_size;
   cfg.data_parallel_size = W;
   cfg.enable_expert_parallel = parallel.enable_expert_parallel;
-  engine::RankEncoder encode = [&items](const Engine& e, size_t i, std::vector<int32_t>* ids,
-                                        SamplingParams* p, std::string* error) {
-    *p = items[i].params;
-    encode_item(items[i], e.tokenizer(), ids, error);
-  };
+  const engine::RankEncoder encode = rank_encoder(items);
   if (rf.rank >= 0) {
     if (rf.rank >= W || rf.results.empty()) {
       std::fprintf(stderr, "deepinfer generate: --dp-rank %d needs --dp-results and a rank below "
@@ -81,24 +93,26 @@ int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::Paral
     cfg.data_parallel_rank = rf.rank;
     engine::ExpertParallelOptions ep;
     ep.nccl_unique_id_hex = rf.nccl_id;
-    auto res = engine::run_rank(cfg, ep, items.size(), encode);
-    if (!res.ok()) {
-      std::fprintf(stderr, "deepinfer generate: data parallel rank %d of %d: %s\n", rf.rank, W,
-                   res.status().to_string().c_str());
-      return 1;
-    }
-    std::ofstream f(rf.results);
-    f << engine::rank_result_to_jsonl(*res);
-    f.close();
-    if (!f) {
-      std::fprintf(stderr, "deepinfer generate: rank %d cannot write '%s'\n", rf.rank, rf.results.c_str());
-      return 1;
-    }
-    return 0;
+    return finish_rank_process(engine::run_rank(cfg, ep, items.size(), encode), "data parallel",
+                               rf.rank, W, rf.results);
   }
   const bool on_cpu = cfg.device == "cpu" || cfg.device == "cpu-reference";
-  auto ranks = on_cpu ? engine::run_ranks_in_threads(cfg, items.size(), encode)
-                      : launch_rank_processes(argc, argv, cfg);
+  StatusOr<std::vector<engine::RankResult>> ranks = Internal("not run");
+  if (on_cpu) {
+    ranks = engine::run_ranks_in_threads(cfg, items.size(), encode);
+  } else {
+    std::string nccl_id;  // the experts' group; replicas need none
+    if (cfg.enable_expert_parallel) {
+      auto id = engine::new_nccl_group_id_hex();
+      if (!id.ok()) {
+        std::fprintf(stderr, "deepinfer generate: --enable-expert-parallel over %d GPUs: %s\n", W,
+                     id.status().to_string().c_str());
+        return 1;
+      }
+      nccl_id = *id;
+    }
+    ranks = launch_rank_processes(argc, argv, cfg.device, W, nccl_id, "data parallel");
+  }
   if (!ranks.ok()) {
     std::fprintf(stderr, "deepinfer generate: %s\n", ranks.status().to_string().c_str());
     return 1;

@@ -10,6 +10,7 @@
 
 #include "deepinfer/engine.h"
 #include "dist/parallel_config.h"
+#include "engine/data_parallel_run.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli::gen {
@@ -58,5 +59,27 @@ struct RankFlags {
 int run_data_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
                       const RankFlags& rf, const std::vector<Item>& items, const std::string& output,
                       bool quiet);
+
+// --context-parallel-size N or --tensor-parallel-size N (cmd_generate_cp.cpp): every rank runs
+// every prompt in lockstep; rank 0's outputs are printed.
+int run_context_parallel(int argc, char** argv, EngineConfig cfg, const dist::ParallelFlags& parallel,
+                         const RankFlags& rf, const std::vector<Item>& items,
+                         const std::string& output, bool quiet);
+
+// What the parallel runs share (cmd_generate_dp.cpp):
+// a rank's encoder over the run's items;
+engine::RankEncoder rank_encoder(const std::vector<Item>& items);
+// the end of a rank process: prints the failure naming the group ("data parallel") and the rank,
+// or writes the RankResult for the parent; the exit code;
+int finish_rank_process(const StatusOr<engine::RankResult>& res, const std::string& group, int rank,
+                        int world, const std::string& results_path);
+// one process per GPU: re-executes this binary with the same arguments plus the rank's hidden
+// flags (--dp-nccl-id when nccl_id is not empty) and --device cuda:r, NCCL_NVLS_ENABLE=0 in its
+// environment; reads back every rank's results in rank order. A rank that fails stops the others
+// (dist::run_rank_processes) and is named.
+StatusOr<std::vector<engine::RankResult>> launch_rank_processes(int argc, char** argv,
+                                                                const std::string& device, int world,
+                                                                const std::string& nccl_id,
+                                                                const std::string& group);
 
 }  // namespace deepinfer::cli::gen
