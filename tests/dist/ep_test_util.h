@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -27,6 +28,22 @@ inline ::testing::AssertionResult bitwise(const std::vector<float>& a, const std
   if (a.size() != b.size())
     return ::testing::AssertionFailure() << "sizes " << a.size() << " vs " << b.size();
   return bitwise(a.data(), b.data(), a.size());
+}
+
+// Worst row of ‖got − want‖₂ / ‖want‖₂ over [rows, V] logits.
+inline double worst_row_error(const std::vector<float>& got, const std::vector<float>& want,
+                              int64_t V) {
+  double worst = 0;
+  for (size_t r = 0; r * V < want.size(); ++r) {
+    double err = 0, ref = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double a = got[r * V + v], b = want[r * V + v];
+      err += (a - b) * (a - b);
+      ref += b * b;
+    }
+    worst = std::max(worst, std::sqrt(err) / std::max(std::sqrt(ref), 1e-30));
+  }
+  return worst;
 }
 
 // fn(rank, comm) on world_size threads; returns every rank's Status.

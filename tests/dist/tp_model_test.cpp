@@ -34,21 +34,8 @@ namespace {
 using model::v4::DeepseekV4Model;
 using model::v4::TensorParallelContext;
 using testing::bitwise;
+using testing::worst_row_error;
 
-// Worst row of ‖got − want‖₂ / ‖want‖₂ over [rows, V] logits.
-double worst_row_error(const std::vector<float>& got, const std::vector<float>& want, int64_t V) {
-  double worst = 0;
-  for (size_t r = 0; r * V < want.size(); ++r) {
-    double err = 0, ref = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double a = got[r * V + v], b = want[r * V + v];
-      err += (a - b) * (a - b);
-      ref += b * b;
-    }
-    worst = std::max(worst, std::sqrt(err) / std::max(std::sqrt(ref), 1e-30));
-  }
-  return worst;
-}
 
 // Measured worst row error over many seeds: ~1e-6 (docs/dist.md "Tensor parallelism").
 constexpr double kBound = 2e-5;

@@ -39,19 +39,6 @@ int gpu_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-double worst_row(const std::vector<float>& got, const std::vector<float>& want, int64_t V) {
-  double worst = 0;
-  for (size_t r = 0; r * V < want.size(); ++r) {
-    double err = 0, ref = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double a = got[r * V + v], b = want[r * V + v];
-      err += (a - b) * (a - b);
-      ref += b * b;
-    }
-    worst = std::max(worst, std::sqrt(err) / std::max(std::sqrt(ref), 1e-30));
-  }
-  return worst;
-}
 
 struct RankOut {
   std::vector<float> logits;       // forced run: prefill + 4 decode steps
@@ -154,7 +141,7 @@ TEST(TpNcclMultiGpu, EveryRankMatchesThePlainModel) {
       for (int r = 0; r < world; ++r)
         ASSERT_TRUE(result[r].ok()) << "rank " << r << ": " << result[r].status().to_string();
       const int64_t V = c.vocab_size;
-      const double err = worst_row(result[0]->logits, want, V);
+      const double err = dist::testing::worst_row_error(result[0]->logits, want, V);
       std::printf("%s, %zu tokens, %s, world %d: worst row rel err %.3g\n", k.dir, prompt.size(),
                   bi ? "batch-invariant" : "default", world, err);
       if (world == 1 && bi)
