@@ -12,31 +12,13 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 #include "device_fill.h"
+#include "routed_experts.h"
 
 namespace deepinfer::bench_ops {
 namespace {
 
 using backend::Tensor;
 using backend::Weight;
-
-// fmt 0 bf16 [N, K]; 1 FP8 [N, K] + UE8M0 128×128; 2 FP4 [N, K] + UE8M0 1×32.
-StatusOr<Weight> stored_weight(BenchContext& ctx, int fmt, int64_t N, int64_t K) {
-  Weight w;
-  if (fmt == 0) {
-    DI_ASSIGN_OR_RETURN(w.w, ctx.zeros(DType::kBF16, {N, K}));
-    fill_normal_bf16(w.w.data<uint16_t>(), w.w.numel(), ctx.next_seed(), 0.02f, ctx.stream());
-    return w;
-  }
-  w.block_rows = fmt == 2 ? 1 : 128;
-  w.block_cols = fmt == 2 ? 32 : 128;
-  DI_ASSIGN_OR_RETURN(w.w, ctx.zeros(fmt == 2 ? DType::kF4E2M1 : DType::kF8E4M3, {N, K}));
-  DI_ASSIGN_OR_RETURN(w.scale, ctx.zeros(DType::kF8E8M0, {(N + w.block_rows - 1) / w.block_rows,
-                                                           (K + w.block_cols - 1) / w.block_cols}));
-  if (fmt == 2) fill_fp4_codes(w.w.data<uint8_t>(), static_cast<int64_t>(w.w.nbytes()), ctx.next_seed(), ctx.stream());
-  else fill_fp8_codes(w.w.data<uint8_t>(), static_cast<int64_t>(w.w.nbytes()), ctx.next_seed(), ctx.stream());
-  fill_ue8m0(w.scale.data<uint8_t>(), w.scale.numel(), ctx.next_seed(), 118, 124, ctx.stream());
-  return w;
-}
 
 double weight_bytes(const Weight& w) {
   return double(w.w.nbytes()) + (w.scale.defined() ? double(w.scale.nbytes()) : 0.0);
@@ -105,26 +87,10 @@ Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std
   const bool want_k = only.empty() || op_k.find(only) != std::string::npos;
   if (!want_be && !want_k) return OkStatus();
   const int64_t k = m.top_k, H = m.hidden, I = m.expert_inter, E = m.experts, slots = B * k;
-  backend::ExpertSet experts;
-  std::vector<const void*> gw, gs, dw, ds;
-  for (int64_t e = 0; e < E; ++e) {
-    DI_ASSIGN_OR_RETURN(Weight gu, stored_weight(ctx, 2, 2 * I, H));
-    DI_ASSIGN_OR_RETURN(Weight dn, stored_weight(ctx, 2, H, I));
-    gw.push_back(gu.w.raw()), gs.push_back(gu.scale.raw()), dw.push_back(dn.w.raw()), ds.push_back(dn.scale.raw());
-    experts.gate_up.push_back(std::move(gu));
-    experts.down.push_back(std::move(dn));
-  }
-  DI_RETURN_IF_ERROR(ctx.backend().prepare_experts(experts));
-  // Routing as the router makes it: k distinct experts per token, uniformly at random (seeded).
-  std::mt19937 rng(static_cast<uint32_t>(ctx.next_seed()));
-  std::vector<int32_t> ids(slots);
+  DI_ASSIGN_OR_RETURN(RandomExperts rx, random_fp4_experts(ctx, E, H, I));
+  const backend::ExpertSet& experts = rx.set;
   std::set<int32_t> distinct;
-  for (int64_t s = 0; s < B; ++s) {
-    std::set<int32_t> mine;
-    while (static_cast<int64_t>(mine.size()) < k) mine.insert(static_cast<int32_t>(rng() % E));
-    int64_t j = 0;
-    for (int32_t e : mine) ids[s * k + j++] = e, distinct.insert(e);
-  }
+  const std::vector<int32_t> ids = random_routing(ctx, B, k, E, &distinct);
   DI_ASSIGN_OR_RETURN(Tensor ids_t, ctx.upload_i32({B, k}, ids));
   DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({B, H}));
   DI_ASSIGN_OR_RETURN(Tensor w, ctx.randn({B, k}, 0.2f));
@@ -142,11 +108,7 @@ Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std
                 [&] { return ctx.backend().moe_experts(x, ids_t, w, experts, 10.f, out); });
   }
   if (want_k) {
-    DI_ASSIGN_OR_RETURN(Tensor tables, ctx.zeros(DType::kU8, {4 * E * 8}));
-    std::vector<const void*> all;
-    for (auto* v : {&gw, &gs, &dw, &ds}) all.insert(all.end(), v->begin(), v->end());
-    DI_CUDA_RETURN_IF_ERROR(cudaMemcpy(tables.raw(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice));
-    const auto* tab = static_cast<const void* const*>(tables.raw());
+    const auto* tab = static_cast<const void* const*>(rx.table.raw());
     DI_ASSIGN_OR_RETURN(Tensor grp, ctx.zeros(DType::kI32, {slots + 2 * (E + 1)}));
     DI_ASSIGN_OR_RETURN(Tensor gu, ctx.zeros(DType::kF32, {slots, 2 * I}));
     DI_ASSIGN_OR_RETURN(Tensor act, ctx.randn({slots, I}));

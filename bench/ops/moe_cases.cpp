@@ -9,6 +9,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_tc.h"
 #include "device_fill.h"
+#include "routed_experts.h"
 
 namespace deepinfer::bench_ops {
 namespace {
@@ -16,41 +17,13 @@ namespace {
 using backend::Tensor;
 using backend::Weight;
 
-// FP4 [N, K] + UE8M0 1×32 scales, random codes.
-StatusOr<Weight> fp4_weight(BenchContext& ctx, int64_t N, int64_t K) {
-  Weight w;
-  w.block_rows = 1;
-  w.block_cols = 32;
-  DI_ASSIGN_OR_RETURN(w.w, ctx.zeros(DType::kF4E2M1, {N, K}));
-  DI_ASSIGN_OR_RETURN(w.scale, ctx.zeros(DType::kF8E8M0, {N, (K + 31) / 32}));
-  fill_fp4_codes(w.w.data<uint8_t>(), static_cast<int64_t>(w.w.nbytes()), ctx.next_seed(), ctx.stream());
-  fill_ue8m0(w.scale.data<uint8_t>(), w.scale.numel(), ctx.next_seed(), 118, 124, ctx.stream());
-  return w;
-}
-
 Status moe_phase(BenchContext& ctx, const ModelDims& m, int64_t T, const std::string& only) {
   const int64_t k = m.top_k, H = m.hidden, I = m.expert_inter, E = m.experts, slots = T * k;
   const std::string phase = "moe tc T=" + std::to_string(T);
-  backend::ExpertSet experts;
-  std::vector<const void*> gw, gs, dw, ds;
-  for (int64_t e = 0; e < E; ++e) {
-    DI_ASSIGN_OR_RETURN(Weight gu, fp4_weight(ctx, 2 * I, H));
-    DI_ASSIGN_OR_RETURN(Weight dn, fp4_weight(ctx, H, I));
-    gw.push_back(gu.w.raw()), gs.push_back(gu.scale.raw()), dw.push_back(dn.w.raw()), ds.push_back(dn.scale.raw());
-    experts.gate_up.push_back(std::move(gu));
-    experts.down.push_back(std::move(dn));
-  }
-  DI_RETURN_IF_ERROR(ctx.backend().prepare_experts(experts));
-  // Routing as the router makes it: k distinct experts per token, uniformly at random (seeded).
-  std::mt19937 rng(static_cast<uint32_t>(ctx.next_seed()));
-  std::vector<int32_t> ids(slots);
+  DI_ASSIGN_OR_RETURN(RandomExperts rx, random_fp4_experts(ctx, E, H, I));
+  const backend::ExpertSet& experts = rx.set;
   std::set<int32_t> distinct;
-  for (int64_t s = 0; s < T; ++s) {
-    std::set<int32_t> mine;
-    while (static_cast<int64_t>(mine.size()) < k) mine.insert(static_cast<int32_t>(rng() % E));
-    int64_t j = 0;
-    for (int32_t e : mine) ids[s * k + j++] = e, distinct.insert(e);
-  }
+  const std::vector<int32_t> ids = random_routing(ctx, T, k, E, &distinct);
   DI_ASSIGN_OR_RETURN(Tensor ids_t, ctx.upload_i32({T, k}, ids));
   DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({T, H}));
   DI_ASSIGN_OR_RETURN(Tensor wts, ctx.randn({T, k}, 0.2f));
@@ -67,11 +40,7 @@ Status moe_phase(BenchContext& ctx, const ModelDims& m, int64_t T, const std::st
                 [&] { return ctx.backend().moe_experts(x, ids_t, wts, experts, 10.f, out); });
   }
 
-  DI_ASSIGN_OR_RETURN(Tensor tables, ctx.zeros(DType::kU8, {4 * E * 8}));
-  std::vector<const void*> all;
-  for (auto* v : {&gw, &gs, &dw, &ds}) all.insert(all.end(), v->begin(), v->end());
-  DI_CUDA_RETURN_IF_ERROR(cudaMemcpy(tables.raw(), all.data(), all.size() * sizeof(void*), cudaMemcpyHostToDevice));
-  const auto* tab = static_cast<const void* const*>(tables.raw());
+  const auto* tab = static_cast<const void* const*>(rx.table.raw());
   // The grouping of each kernel version (v1: 16 / 64-row tiles, v2: 32 / 64), done once outside
   // the timing.
   const int tr[2] = {cuda::kernels::experts_tc_tile_rows(slots, E), cuda::kernels::moe_tc_tile_rows(slots, E)};
