@@ -23,7 +23,7 @@ namespace deepinfer::structured {
 
 struct CachedMask {
   // The bits of the tokens decided by the DFAs alone: TokenVocabulary::plain_mask(plain_depth,
-  // plain_class) with the words in `patch` replaced ((word index, value), ascending). Most
+  // plain_class) (plain_class: a plain measure, plain_text.h) with the words in `patch` replaced ((word index, value), ascending). Most
   // entries differ from their plain mask in a few words, so an entry is small (no 16 KB block
   // per frontier: fewer page faults, and hits copy a plain mask that stays in cache).
   uint32_t plain_depth = 0;
@@ -45,10 +45,19 @@ struct TokenVocabulary::MaskCache {
   std::unordered_map<std::string, std::shared_ptr<const CachedMask>> entries;
   size_t bytes = 0;
   // plain_depth (plain_depth.h) per (Dfa::content_id, DFA state), for the two stop rules, per
-  // plain class.
-  std::map<std::pair<uint64_t, uint32_t>, uint32_t> plain_alive[2], plain_quiet[2];
-  // plain_dies_by per (Dfa::content_id, DFA state, k), per plain class.
-  std::map<std::tuple<uint64_t, uint32_t, uint32_t>, bool> plain_dies[2];
+  // plain measure (plain_text.h).
+  struct KeyHash {
+    size_t operator()(const std::pair<uint64_t, uint32_t>& k) const {
+      return static_cast<size_t>((k.first * 0x9E3779B97F4A7C15ull) ^ (k.second * 0xC2B2AE3D27D4EB4Full));
+    }
+    size_t operator()(const std::tuple<uint64_t, uint32_t, uint32_t>& k) const {
+      return static_cast<size_t>((std::get<0>(k) * 0x9E3779B97F4A7C15ull) ^
+                                 (std::get<1>(k) * 0xC2B2AE3D27D4EB4Full) ^ (std::get<2>(k) * 0x165667B1ull));
+    }
+  };
+  std::unordered_map<std::pair<uint64_t, uint32_t>, uint32_t, KeyHash> plain_alive[4], plain_quiet[4];
+  // plain_dies_by per (Dfa::content_id, DFA state, k), per plain measure.
+  std::unordered_map<std::tuple<uint64_t, uint32_t, uint32_t>, bool, KeyHash> plain_dies[4];
 };
 
 }  // namespace deepinfer::structured

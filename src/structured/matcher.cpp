@@ -204,11 +204,12 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
 
 uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, int cls,
                                               bool* no_longer) {
+  // `cls` is a plain measure (plain_text.h): a class, and bytes or code points.
   *no_longer = false;
   // Plain tokens of at most d bytes are all allowed, with no exit, when every lexeme stays
   // quiet (never accepts) for d bytes of plain text and one stays alive and quiet for d bytes.
   const uint32_t cap = vocab_->max_plain_len(cls);
-  auto depth = [&](std::map<std::pair<uint64_t, uint32_t>, uint32_t>& memo, const FrontierEntry& f,
+  auto depth = [&](auto& memo, const FrontierEntry& f,
                    bool stop_at_dead) {
     std::pair<uint64_t, uint32_t> key(f.content, f.state);
     {
@@ -240,7 +241,9 @@ uint32_t GrammarMatcher::frontier_plain_depth(TokenVocabulary::MaskCache& slot, 
         auto it = slot.plain_dies[cls].find(key);
         if (it != slot.plain_dies[cls].end()) { all &= it->second; if (!all) break; continue; }
       }
-      dies = plain_dies_by(grammar_->dfa(f.terminal), f.state, d + 1, 20000, cls);
+      // Code points: a counted string with k characters left needs ~k levels of ~10 pairs.
+      const uint32_t max_work = plain_text::measure_counts_code_points(cls) ? 60000 : 20000;
+      dies = plain_dies_by(grammar_->dfa(f.terminal), f.state, d + 1, max_work, cls);
       {
         std::lock_guard<std::mutex> lock(slot.mu);
         slot.plain_dies[cls].emplace(key, dies);
@@ -269,15 +272,26 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
     }
   }
   auto entry = std::make_shared<CachedMask>();
-  // The plain class with the deeper plain depth (kJson on ties: more plain tokens); a class
-  // whose longer plain texts all kill the frontier (no_longer) skips every plain subtree.
+  // The plain measure (plain_text.h) that allows the most plain tokens. Code points first: JSON
+  // Schema counts characters (maxLength), so for a counted string with k characters left every
+  // plain text of k + 1 characters kills it (no_longer: every plain subtree is skipped), while
+  // in bytes the depth is k and k + 1 bytes may be fewer characters; for other lexemes the two
+  // units agree. Then kEcmaDot (ECMA `.` dies on U+2028/U+2029: under kJson the depth of a
+  // `pattern` built on `.` is 2 bytes), then bytes. A measure whose longer plain texts all kill
+  // the frontier (no_longer) skips every plain subtree and ends the search.
+  auto full = [&](uint32_t depth, int m, bool nl) { return nl || depth >= vocab_->max_plain_len(m); };
   bool no_longer = false;
-  int cls = plain_text::kJson;
-  uint32_t d = frontier_plain_depth(slot, plain_text::kJson, &no_longer);
-  if (d < vocab_->max_plain_len(plain_text::kJson) && !no_longer) {
-    bool no_longer_ecma = false;
-    uint32_t d_ecma = frontier_plain_depth(slot, plain_text::kEcmaDot, &no_longer_ecma);
-    if (d_ecma > d) { d = d_ecma; cls = plain_text::kEcmaDot; no_longer = no_longer_ecma; }
+  int cls = plain_text::kJson + plain_text::kCodePoints;
+  uint32_t d = frontier_plain_depth(slot, cls, &no_longer);
+  for (int m : {plain_text::kEcmaDot + plain_text::kCodePoints, plain_text::kJson}) {
+    if (full(d, cls, no_longer)) break;
+    bool nl = false;
+    uint32_t dm = frontier_plain_depth(slot, m, &nl);
+    if (nl || vocab_->plain_count(dm, m) > vocab_->plain_count(d, cls)) {
+      d = dm;
+      cls = m;
+      no_longer = nl;
+    }
   }
   stats_.plain_depth = d;
   stats_.plain_class = cls;

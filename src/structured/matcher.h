@@ -24,8 +24,8 @@ namespace deepinfer::structured {
 struct MaskStats {
   bool cache_hit = false;       // the frontier's context-independent part came from the cache
   uint32_t frontier = 0;        // distinct (terminal, DFA state) pairs in the top set
-  uint32_t plain_depth = 0;     // plain tokens up to this many bytes were allowed en bloc
-  int plain_class = 0;          // of this plain class (plain_text.h)
+  uint32_t plain_depth = 0;     // plain tokens up to this length were allowed en bloc
+  int plain_class = 0;          // of this plain measure (plain_text.h: class, bytes / code points)
   uint32_t exits = 0;           // exits with tokens below them
   uint32_t exit_walks = 0;      // parser walks below exits, at any depth
   uint32_t exit_reuses = 0;     // walks below exits taken from the per-mask memo instead
@@ -85,17 +85,17 @@ class GrammarMatcher {
     uint32_t base;
   };
   std::shared_ptr<const CachedMask> frontier_mask(Status* status);
-  // The plain depth d of the frontier (plain tokens of <= d bytes are allowed en bloc); sets
-  // *no_longer when moreover every plain text of d + 1 bytes kills every lexeme, so that plain
-  // subtrees hold nothing else and the walk can skip them all.
-  uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, int cls, bool* no_longer);
+  // The plain depth d of the frontier under plain measure m (plain tokens of length <= d are
+  // allowed en bloc); sets *no_longer when moreover every plain text of length d + 1 kills every
+  // lexeme, so that plain subtrees hold nothing else and the walk can skip them all.
+  uint32_t frontier_plain_depth(TokenVocabulary::MaskCache& slot, int m, bool* no_longer);
   // Walks the trie below node `parent` (not `parent` itself): from the frontier (record != null),
   // or from the parser's top set, whose push id (see below) is `push_id`. The walk goes on past
   // exits with the DFA states alone (what the moved items allow there). With `first_bytes`
   // (256 bits), a subtree at depth base_depth + 1 whose byte is not in it is skipped: there the
   // top set behaves as the set below continued, which the caller's walk covers (see
   // new_scan_bytes).
-  // Plain subtrees of class plain_cls with plain_len <= skip_plain_len are skipped (when that
+  // Plain subtrees of measure plain_cls with plain_len <= skip_plain_len are skipped (when that
   // skips every one, the record walk runs over the vocabulary's SkipTrie instead).
   Status walk(uint32_t parent, CachedMask* record,
               uint32_t skip_plain_len, int plain_cls, uint32_t* bits, const Collect* collect, uint32_t level,

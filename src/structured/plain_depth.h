@@ -1,5 +1,6 @@
-// How far a lexeme provably runs on plain text of class `cls` (plain_text.h), for the mask fast path: from DFA
-// state `state`, over every plain-text string w of 1..n bytes,
+// How far a lexeme provably runs on plain text of measure `measure` (plain_text.h: a class, and
+// bytes or code points as the unit of length), for the mask fast path: from DFA state `state`,
+// over every plain-text string w of length 1..n in that unit,
 //   stop_at_dead = true:  the DFA stays alive and non-accepting (the lexeme cannot end or die);
 //   stop_at_dead = false: the DFA never accepts (it may die).
 // plain_depth returns the largest such n, capped at `cap` (a breadth-first search over
@@ -15,11 +16,12 @@
 namespace deepinfer::structured {
 
 uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                     uint32_t max_visit = 4096, int cls = plain_text::kJson);
+                     uint32_t max_visit = 4096, int measure = plain_text::kJson);
 
-// True when every plain-text string of exactly k bytes takes the DFA from `state` to the dead
-// state (so does every longer one). False when some does not, or past `max_work` steps.
+// True when every plain-text string of length exactly k (in the measure's unit) takes the DFA
+// from `state` to the dead state (so does every longer one). False when some does not, or past
+// `max_work` steps.
 bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work = 20000,
-                   int cls = plain_text::kJson);
+                   int measure = plain_text::kJson);
 
 }  // namespace deepinfer::structured

@@ -19,6 +19,17 @@ constexpr int kJson = 0;
 constexpr int kEcmaDot = 1;
 constexpr int kNumClasses = 2;
 
+// A plain *measure*: a class and a unit of length. Bytes (measures 0, 1) or code points
+// (measures 2, 3: kCodePoints + class), where a text's length is the number of characters it
+// starts — a final cut character counts as one, so every prefix of a text is at most as long.
+// Counted strings (`maxLength`) need code points: with k characters left, k + 1 bytes may still
+// be fewer than k + 1 characters, so under a byte measure their misses walk every plain
+// subtree longer than k bytes; under code points all plain text of k + 1 characters kills them.
+constexpr int kCodePoints = 2;
+constexpr int kNumMeasures = 4;
+inline int measure_class(int measure) { return measure & 1; }
+inline bool measure_counts_code_points(int measure) { return measure >= kCodePoints; }
+
 // States: 0 dead, 1 between characters, 2..8 inside a multi-byte character, 9 after E2 and
 // 10 after E2 80 (kEcmaDot only).
 constexpr uint8_t kDead = 0;

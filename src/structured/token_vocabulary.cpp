@@ -48,7 +48,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     return v->bytes_[a] < v->bytes_[b] || (v->bytes_[a] == v->bytes_[b] && a < b);
   });
   auto& trie = v->trie_;
-  trie.push_back({0, 0, 0, 0, 0, 0, 0});
+  trie.push_back({0, 0, 0, 0, 0, {0, 0, 0, 0}});
   std::vector<uint32_t> path{0};  // node index per depth
   std::string prev;
   for (int32_t id : order) {
@@ -62,7 +62,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
     }
     for (size_t d = lcp; d < s.size(); ++d) {
       uint32_t tok = static_cast<uint32_t>(v->trie_tokens_.size());
-      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), 0, static_cast<uint8_t>(s[d]), 0});
+      trie.push_back({0, tok, tok, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(s[d]), {0, 0, 0, 0}});
       path.push_back(static_cast<uint32_t>(trie.size() - 1));
     }
     TrieNode& node = trie[path.back()];
@@ -84,50 +84,61 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::create(
 
 void TokenVocabulary::index_plain(int cls) {
   const uint32_t n = static_cast<uint32_t>(trie_.size());
-  // Plain-text state per node (from the root) and, bottom-up, the plain subtree lengths.
+  // Plain-text state and length in code points (characters started) per node (from the root).
   std::vector<uint8_t> pstate(n, plain_text::kDead);
+  std::vector<uint16_t> cps(n, 0);
   pstate[0] = plain_text::kStart;
   std::vector<uint32_t> parent_stack;
   for (uint32_t i = 1; i < n; ++i) {
     while (!parent_stack.empty() && trie_[parent_stack.back()].subtree_end <= i) parent_stack.pop_back();
     uint32_t parent = parent_stack.empty() ? 0 : parent_stack.back();
     pstate[i] = plain_text::step(pstate[parent], trie_[i].byte, cls);
+    cps[i] = static_cast<uint16_t>(cps[parent] + (pstate[parent] == plain_text::kStart ? 1 : 0));
     parent_stack.push_back(i);
   }
-  auto len_of = [&](uint32_t i) -> uint16_t& {
-    return cls == plain_text::kJson ? trie_[i].plain_len : trie_[i].plain_len_ecma;
-  };
-  len_of(0) = TrieNode::kNotPlain;  // the root's tokens are everything
-  for (uint32_t i = n; i-- > 1;) {
-    TrieNode& node = trie_[i];
-    uint32_t len = pstate[i] == plain_text::kDead ? TrieNode::kNotPlain : node.depth;
-    for (uint32_t c = i + 1; c < node.subtree_end && len != TrieNode::kNotPlain; c = trie_[c].subtree_end) {
-      len = len_of(c) == TrieNode::kNotPlain ? TrieNode::kNotPlain : std::max<uint32_t>(len, len_of(c));
+  for (int unit = 0; unit < 2; ++unit) {  // bytes, code points
+    const int m = cls + unit * plain_text::kCodePoints;
+    auto len_of = [&](uint32_t i) -> uint16_t& { return trie_[i].plain_lens[m]; };
+    auto node_len = [&](uint32_t i) -> uint32_t { return unit == 0 ? trie_[i].depth : cps[i]; };
+    // Bottom-up: the subtree's longest plain token (every node of a trie path is a token prefix,
+    // and lengths grow along a path, so the deepest nodes decide).
+    len_of(0) = TrieNode::kNotPlain;  // the root's tokens are everything
+    for (uint32_t i = n; i-- > 1;) {
+      TrieNode& node = trie_[i];
+      uint32_t len = pstate[i] == plain_text::kDead ? TrieNode::kNotPlain : node_len(i);
+      for (uint32_t c = i + 1; c < node.subtree_end && len != TrieNode::kNotPlain; c = trie_[c].subtree_end) {
+        len = len_of(c) == TrieNode::kNotPlain ? TrieNode::kNotPlain : std::max<uint32_t>(len, len_of(c));
+      }
+      if (len >= TrieNode::kNotPlain) len = TrieNode::kNotPlain;
+      len_of(i) = static_cast<uint16_t>(len);
     }
-    if (len >= TrieNode::kNotPlain) len = TrieNode::kNotPlain;
-    len_of(i) = static_cast<uint16_t>(len);
-  }
-  // Plain-token masks by length.
-  uint32_t& max_len = max_plain_len_[cls];
-  max_len = 0;
-  for (uint32_t i = 1; i < n; ++i) {
-    if (pstate[i] != plain_text::kDead && trie_[i].tok_end > trie_[i].tok_begin) {
-      max_len = std::max<uint32_t>(max_len, trie_[i].depth);
+    // Plain-token masks (and counts) by length.
+    uint32_t& max_len = max_plain_len_[m];
+    max_len = 0;
+    for (uint32_t i = 1; i < n; ++i) {
+      if (pstate[i] != plain_text::kDead && trie_[i].tok_end > trie_[i].tok_begin) {
+        max_len = std::max<uint32_t>(max_len, node_len(i));
+      }
+    }
+    const size_t words = bitmask_words();
+    std::vector<uint32_t>& masks = plain_masks_[m];
+    std::vector<uint32_t>& counts = plain_counts_[m];
+    masks.assign((max_len + 1) * words, 0);
+    counts.assign(max_len + 1, 0);
+    for (uint32_t i = 1; i < n; ++i) {
+      if (pstate[i] == plain_text::kDead) continue;
+      uint32_t* row = masks.data() + node_len(i) * words;
+      counts[node_len(i)] += trie_[i].tok_end - trie_[i].tok_begin;
+      for (uint32_t t = trie_[i].tok_begin; t < trie_[i].tok_end; ++t) {
+        row[trie_tokens_[t] >> 5] |= 1u << (trie_tokens_[t] & 31);
+      }
+    }
+    for (uint32_t d = 1; d <= max_len; ++d) {
+      counts[d] += counts[d - 1];
+      for (size_t w = 0; w < words; ++w) masks[d * words + w] |= masks[(d - 1) * words + w];
     }
   }
-  const size_t words = bitmask_words();
-  std::vector<uint32_t>& masks = plain_masks_[cls];
-  masks.assign((max_len + 1) * words, 0);
-  for (uint32_t i = 1; i < n; ++i) {
-    if (pstate[i] == plain_text::kDead) continue;
-    uint32_t* row = masks.data() + trie_[i].depth * words;
-    for (uint32_t t = trie_[i].tok_begin; t < trie_[i].tok_end; ++t) {
-      row[trie_tokens_[t] >> 5] |= 1u << (trie_tokens_[t] & 31);
-    }
-  }
-  for (uint32_t d = 1; d <= max_len; ++d) {
-    for (size_t w = 0; w < words; ++w) masks[d * words + w] |= masks[(d - 1) * words + w];
-  }
+  auto len_of = [&](uint32_t i) -> uint16_t& { return trie_[i].plain_lens[cls]; };
   // The skip trie: the nodes that are not roots of (or inside) plain subtrees, in DFS order.
   SkipTrie& st = skip_trie_[cls];
   st.nodes.clear();

@@ -19,14 +19,14 @@ struct TrieNode {
   uint32_t tok_begin;    // tokens ending here: trie_tokens[tok_begin, tok_end)
   uint32_t tok_end;      // the subtree's deeper tokens follow: trie_tokens[tok_end, ...)
   uint16_t depth;        // root = 0
-  // When every token of this subtree is plain text (plain_text.h): the longest one's length in
-  // bytes; otherwise kNotPlain. A mask walk skips such a subtree when plain_mask(d) covers it.
-  uint16_t plain_len;
   uint8_t byte;
-  // The same for plain class kEcmaDot (plain_text.h: plain text without U+2028/U+2029).
-  uint16_t plain_len_ecma;
+  // Per plain measure (plain_text.h: kJson / kEcmaDot in bytes, then the same in code points):
+  // when every token of this subtree is plain text of the measure's class, the longest one's
+  // length in the measure's unit; otherwise kNotPlain. A mask walk skips such a subtree when
+  // plain_mask(d, measure) covers it.
+  uint16_t plain_lens[4];
   static constexpr uint16_t kNotPlain = 0xFFFF;
-  uint16_t plain_len_of(int cls) const { return cls == 0 ? plain_len : plain_len_ecma; }
+  uint16_t plain_len_of(int measure) const { return plain_lens[measure]; }
 };
 
 // The trie without its plain subtrees (of one plain class): what a walk that skips every plain
@@ -53,15 +53,21 @@ class TokenVocabulary {
   const std::vector<TrieNode>& trie() const { return trie_; }
   const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
   size_t bitmask_words() const { return (static_cast<size_t>(vocab_size_) + 31) / 32; }
-  // Bits of the plain-text tokens (of plain class cls, plain_text.h) of at most d bytes
-  // ([bitmask_words]).
-  const uint32_t* plain_mask(uint32_t d, int cls = 0) const {
-    if (d > max_plain_len_[cls]) d = max_plain_len_[cls];
-    return plain_masks_[cls].data() + static_cast<size_t>(d) * bitmask_words();
+  // Bits of the plain-text tokens (of plain measure m, plain_text.h: a class and bytes or code
+  // points) of length at most d ([bitmask_words]).
+  const uint32_t* plain_mask(uint32_t d, int m = 0) const {
+    if (d > max_plain_len_[m]) d = max_plain_len_[m];
+    return plain_masks_[m].data() + static_cast<size_t>(d) * bitmask_words();
   }
-  uint32_t max_plain_len(int cls = 0) const { return max_plain_len_[cls]; }
-  // The trie less every subtree of plain class cls (see SkipTrie).
-  const SkipTrie& skip_trie(int cls) const { return skip_trie_[cls]; }
+  // How many tokens plain_mask(d, m) holds.
+  uint32_t plain_count(uint32_t d, int m = 0) const {
+    if (d > max_plain_len_[m]) d = max_plain_len_[m];
+    return plain_counts_[m][d];
+  }
+  uint32_t max_plain_len(int m = 0) const { return max_plain_len_[m]; }
+  // The trie less every plain subtree of measure m's class (see SkipTrie; both units of one
+  // class have the same plain subtrees).
+  const SkipTrie& skip_trie(int m) const { return skip_trie_[m & 1]; }
   uint32_t max_token_len() const { return max_token_len_; }  // trie depth
   // Equal ids <=> equal forests below the two nodes (same child bytes, token counts and shapes
   // all the way down), so a walk below one maps onto the other by token offset from tok_end.
@@ -82,8 +88,9 @@ class TokenVocabulary {
   int32_t vocab_size_ = 0;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
-  std::vector<uint32_t> plain_masks_[2];  // per class: [max_plain_len_ + 1][bitmask_words]
-  uint32_t max_plain_len_[2] = {0, 0};
+  std::vector<uint32_t> plain_masks_[4];  // per measure: [max_plain_len_ + 1][bitmask_words]
+  std::vector<uint32_t> plain_counts_[4];  // per measure: [max_plain_len_ + 1]
+  uint32_t max_plain_len_[4] = {0, 0, 0, 0};
   SkipTrie skip_trie_[2];
   uint32_t max_token_len_ = 0;
   std::vector<uint32_t> forest_id_;    // per trie node

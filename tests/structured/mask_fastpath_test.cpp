@@ -1,6 +1,7 @@
 // The mask fast paths against brute force on a larger, BPE-like random vocabulary: plain-text
 // tokens allowed en bloc (plain_mask + plain_depth), exits sharing one parser walk per
-// (state vector, forest), and the trie index they rely on (plain_len, forest ids, token ranges).
+// (state vector, forest), and the trie index they rely on (plain lengths in bytes and code
+// points, forest ids, token ranges).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -36,8 +37,15 @@ std::vector<std::string> random_tokens(std::mt19937& rng, int n) {
   return toks;
 }
 
+// Characters started: bytes that are not UTF-8 continuation bytes (a cut final character counts).
+uint32_t code_points(const std::string& s) {
+  uint32_t n = 0;
+  for (char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 struct Totals {
-  uint64_t plain_masks = 0, ecma_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
+  uint64_t plain_masks = 0, ecma_masks = 0, cp_masks = 0, exits = 0, exit_reuses = 0, masks = 0;
 };
 
 void check_walks(const std::shared_ptr<CompiledGrammar>& g,
@@ -51,7 +59,8 @@ void check_walks(const std::shared_ptr<CompiledGrammar>& g,
       const MaskStats& st = m.last_mask_stats();
       ++totals->masks;
       totals->plain_masks += st.plain_depth > 0;
-      totals->ecma_masks += st.plain_depth > 0 && st.plain_class == plain_text::kEcmaDot;
+      totals->ecma_masks += st.plain_depth > 0 && plain_text::measure_class(st.plain_class) == plain_text::kEcmaDot;
+      totals->cp_masks += st.plain_depth > 0 && plain_text::measure_counts_code_points(st.plain_class);
       totals->exits += st.exits;
       totals->exit_reuses += st.exit_reuses;
       auto expect = brute_force(m, *vocab);
@@ -112,7 +121,7 @@ TEST_F(FastPath, TrieIndexMatchesBruteForce) {
     // The subtree's tokens: this node's, then [tok_end, end of the last descendant).
     uint32_t last = n.tok_end;
     for (uint32_t j = i + 1; j < n.subtree_end; ++j) last = std::max(last, trie[j].tok_end);
-    uint32_t max_len = 0;
+    uint32_t max_len = 0, max_cps = 0;
     bool all_plain = true, all_ecma = true;
     std::vector<std::string> suffixes;
     for (uint32_t t = n.tok_begin; t < last; ++t) {
@@ -121,23 +130,36 @@ TEST_F(FastPath, TrieIndexMatchesBruteForce) {
       all_plain &= is_plain(b);
       all_ecma &= is_plain_cls(b, plain_text::kEcmaDot);
       max_len = std::max<uint32_t>(max_len, static_cast<uint32_t>(b.size()));
+      max_cps = std::max<uint32_t>(max_cps, code_points(b));
       if (t >= n.tok_end) suffixes.push_back(b.substr(path[i].size()));
     }
-    EXPECT_EQ(n.plain_len, all_plain ? max_len : TrieNode::kNotPlain) << "node " << i;
-    EXPECT_EQ(n.plain_len_ecma, all_ecma ? max_len : TrieNode::kNotPlain) << "node " << i;
+    EXPECT_EQ(n.plain_len_of(0), all_plain ? max_len : TrieNode::kNotPlain) << "node " << i;
+    EXPECT_EQ(n.plain_len_of(1), all_ecma ? max_len : TrieNode::kNotPlain) << "node " << i;
+    EXPECT_EQ(n.plain_len_of(2), all_plain ? max_cps : TrieNode::kNotPlain) << "node " << i;
+    EXPECT_EQ(n.plain_len_of(3), all_ecma ? max_cps : TrieNode::kNotPlain) << "node " << i;
     auto ins = forest_suffixes.emplace(vocab_->forest_id(i), suffixes);
-    if (!ins.second) EXPECT_EQ(ins.first->second, suffixes) << "forest " << vocab_->forest_id(i);
+    if (!ins.second) { EXPECT_EQ(ins.first->second, suffixes) << "forest " << vocab_->forest_id(i); }
+  }
+  for (int m = 0; m < plain_text::kNumMeasures; ++m) {
+    const int cls = plain_text::measure_class(m);
+    for (uint32_t d = 0; d <= vocab_->max_plain_len(m) + 1; ++d) {
+      const uint32_t* pm = vocab_->plain_mask(d, m);
+      uint32_t count = 0;
+      for (int32_t t = 0; t < vocab_->vocab_size(); ++t) {
+        bool expect = false;
+        if (t < vocab_->num_tokens() && !vocab_->is_special(t) && !vocab_->is_eos(t) &&
+            is_plain_cls(vocab_->token_bytes(t), cls)) {
+          const std::string& b = vocab_->token_bytes(t);
+          expect = (plain_text::measure_counts_code_points(m) ? code_points(b) : b.size()) <= d;
+        }
+        count += expect;
+        ASSERT_EQ(static_cast<bool>((pm[t >> 5] >> (t & 31)) & 1), expect)
+            << "measure " << m << " d " << d << " token " << t;
+      }
+      ASSERT_EQ(vocab_->plain_count(d, m), count) << "measure " << m << " d " << d;
+    }
   }
   for (int cls = 0; cls < plain_text::kNumClasses; ++cls) {
-    for (uint32_t d = 0; d <= vocab_->max_plain_len(cls) + 1; ++d) {
-      const uint32_t* pm = vocab_->plain_mask(d, cls);
-      for (int32_t t = 0; t < vocab_->vocab_size(); ++t) {
-        bool expect = t < vocab_->num_tokens() && !vocab_->is_special(t) && !vocab_->is_eos(t) &&
-                      is_plain_cls(vocab_->token_bytes(t), cls) && vocab_->token_bytes(t).size() <= d;
-        ASSERT_EQ(static_cast<bool>((pm[t >> 5] >> (t & 31)) & 1), expect)
-            << "class " << cls << " d " << d << " token " << t;
-      }
-    }
     // The skip trie: exactly the nodes outside plain subtrees, in order, with their fields and
     // subtree ends mapped (a node's skip-trie subtree holds the skip-trie nodes of its subtree).
     const SkipTrie& st = vocab_->skip_trie(cls);
@@ -176,6 +198,23 @@ TEST_F(FastPath, JsonSchemaStringsMatchBruteForce) {
   EXPECT_GT(totals.plain_masks, 0u);
   EXPECT_GT(totals.exits, 0u);
   EXPECT_GT(totals.exit_reuses, 0u);
+}
+
+TEST_F(FastPath, CountedStringsInCodePointsMatchBruteForce) {
+  // maxLength (and a counted ECMA `.` pattern) with multi-byte and cut characters in the
+  // vocabulary: k characters left cap the byte depth at k while k + 1 bytes may be fewer
+  // characters, so these masks take the code-point measures; tokens of k + 1 or more characters,
+  // and cut characters at the budget's end, must stay exact.
+  auto g = compile_json_schema(R"({"type":"object","properties":{
+      "a":{"type":"string","maxLength":3},"b":{"type":"string","minLength":1,"maxLength":9},
+      "c":{"type":"string","maxLength":20},"d":{"type":"string","pattern":"^.{2,7}$"},
+      "e":{"type":"string","maxLength":5,"pattern":"^[^x]*$"}},
+      "required":["a","b","c","d","e"],"additionalProperties":false})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Totals totals;
+  check_walks(g->grammar, vocab_, 16, 60, rng_, &totals);
+  EXPECT_GT(totals.cp_masks, 0u);
+  EXPECT_GT(totals.exits, 0u);
 }
 
 TEST_F(FastPath, EcmaDotPatternsMatchBruteForce) {
