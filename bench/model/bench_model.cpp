@@ -6,6 +6,9 @@
 //       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant] [dir ...]
 //
 // Defaults: CPU, batch 1, the fixtures under tests/data (run from the repository root).
+// On a device backend the greedy pick runs on the device, as in the engine (logits stay in device
+// memory, `Backend::sample` with temperature 0, B ids downloaded); `--host-argmax` downloads the
+// [B, V] logits and takes the argmax on the host instead (what sessions 2–5 measured).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,7 +38,7 @@ int argmax(const float* row, int64_t V) {
 
 int main(int argc, char** argv) {
   int prefill = 128, decode = 64, threads = 0, reps = 3;
-  bool batch_invariant = false, fp8_activations = false;
+  bool batch_invariant = false, fp8_activations = false, host_argmax = false;
   std::string device = "cpu";
   std::vector<int> batches = {1};
   std::vector<std::string> dirs;
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
     else if (a == "--reference") device = "cpu-reference";
     else if (a == "--batch-invariant") batch_invariant = true;
     else if (a == "--fp8-activations") fp8_activations = true;
+    else if (a == "--host-argmax") host_argmax = true;
     else if (a == "--batch" && i + 1 < argc) {
       batches.clear();
       std::string list = argv[++i];
@@ -60,7 +64,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
-                  "[--threads T] [--batch-invariant] [--fp8-activations] [dir ...]\n");
+                  "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
@@ -87,9 +91,11 @@ int main(int argc, char** argv) {
     if (!made.ok()) { std::printf("%s\n", made.status().to_string().c_str()); return 2; }
     be = std::move(made).value();
   }
-  std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d)\n",
+  const bool device_pick = !be->host_memory() && !host_argmax;
+  std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d), greedy pick on the %s\n",
               be->name(), batch_invariant ? " (batch-invariant)" : fp8_activations ? " (fp8 activations)" : "",
-              threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps);
+              threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps,
+              device_pick ? "device" : "host");
   std::printf("%-48s %6s %9s %14s %14s %12s\n", "model", "batch", "load s", "prefill tok/s",
               "decode tok/s", "ms/step");
   for (const std::string& dir : dirs) {
@@ -101,7 +107,22 @@ int main(int argc, char** argv) {
     }
     const double load_s = seconds_since(t_load);
     model::Model& mdl = **m;
+    mdl.set_logits_on_device(device_pick);
     const int64_t V = mdl.info().vocab_size;
+    // Greedy ids of the last forward's logits [B, V] into tok (device: sample op + B-id download).
+    auto pick = [&](const backend::Tensor& logits, std::vector<int32_t>& tok) -> Status {
+      const int64_t B = static_cast<int64_t>(tok.size());
+      if (!device_pick) {
+        for (int64_t b = 0; b < B; ++b) tok[b] = argmax(logits.data<float>() + b * V, V);
+        return OkStatus();
+      }
+      std::vector<backend::SampleRowParams> rows(static_cast<size_t>(B));
+      for (auto& r : rows) r.temperature = 0.0f;
+      DI_ASSIGN_OR_RETURN(backend::Tensor ids, be->empty(DType::kI32, {B}));
+      DI_RETURN_IF_ERROR(be->sample(logits, rows, ids));
+      backend::Tensor host = backend::Tensor::borrow(tok.data(), DType::kI32, {B});
+      return be->download(ids, host);
+    };
     for (int B : batches) {
       std::vector<std::vector<int32_t>> ids(B, std::vector<int32_t>(prefill));
       uint32_t x = 12345;
@@ -117,17 +138,17 @@ int main(int argc, char** argv) {
         }
         auto t0 = std::chrono::steady_clock::now();
         auto l = mdl.forward(in);
-        best_prefill = std::min(best_prefill, seconds_since(t0));
         if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
         std::vector<int32_t> tok(B);
-        for (int b = 0; b < B; ++b) tok[b] = argmax(l->data<float>() + b * V, V);
+        if (Status s = pick(*l, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+        best_prefill = std::min(best_prefill, seconds_since(t0));  // the pick waits for the device
         t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < decode; ++i) {
           std::vector<model::SequenceInput> step;
           for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
           auto d = mdl.forward(step);
           if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
-          for (int b = 0; b < B; ++b) tok[b] = argmax(d->data<float>() + b * V, V);
+          if (Status s = pick(*d, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
         }
         best_decode = std::min(best_decode, seconds_since(t0));
       }

@@ -21,9 +21,11 @@
 #include "bench_context.h"
 #include "ceilings.h"
 #include "fp8_cases.h"
+#include "experts_mma_cases.h"
 #include "gemv_cases.h"
 #include "moe_cases.h"
 #include "op_cases.h"
+#include "prefill_cases.h"
 #include "tc_cases.h"
 
 namespace deepinfer::bench_ops {
@@ -78,8 +80,13 @@ int run(int argc, char** argv) {
   std::string gemv_m = "1,2,4,8", gemv_b = "1,16";
   app.add_option("--gemv-m", gemv_m, "streaming GEMV token counts M (comma-separated; empty = none)");
   app.add_option("--gemv-batch", gemv_b, "streaming GEMV routed-expert decode batches (comma-separated; empty = none)");
+  std::string mma_b = "1,16";
+  app.add_option("--mma-batch", mma_b, "routed experts on tensor cores vs the GEMV v2, decode batches (comma-separated; empty = none)");
   std::string moe_t = "16,2048";
   app.add_option("--moe-t", moe_t, "routed-expert prefill tensor-core GEMM token counts T (top-6 of 256 FP4 experts; comma-separated; empty = none)");
+  std::string prefill_gemm_m = "256,2048", prefill_gemm_t = "2048";
+  app.add_option("--prefill-gemm-m", prefill_gemm_m, "prefill products on cuBLAS vs tensor-core linear, rows M (comma-separated; empty = none)");
+  app.add_option("--prefill-gemm-t", prefill_gemm_t, "prefill products on cuBLAS vs moe_tc routed experts, tokens T (comma-separated; empty = none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -134,6 +141,9 @@ int run(int argc, char** argv) {
   run_tc_cases(ctx, m, parse_list(tc_m, "--tc-m"), only);
   run_gemv_cases(ctx, m, parse_list(gemv_m, "--gemv-m"), parse_list(gemv_b, "--gemv-batch"), only);
   run_moe_cases(ctx, m, parse_list(moe_t, "--moe-t"), only);
+  run_experts_mma_cases(ctx, m, parse_list(mma_b, "--mma-batch"), only);
+  run_prefill_cases(ctx, m, parse_list(prefill_gemm_m, "--prefill-gemm-m"),
+                    parse_list(prefill_gemm_t, "--prefill-gemm-t"), only);
 
   std::ofstream out;
   if (!csv.empty()) {

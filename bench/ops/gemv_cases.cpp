@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
@@ -69,11 +70,96 @@ Status linear_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std:
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv launch failed");
       });
     }
+    // Session 6: the pipelined kernel (gemv_multi.cuh) with one projection, both variants, and
+    // whatever CudaBackend::linear dispatches to at this M (GEMV, or linear_tc above it).
+    const bool plain = l.groups == 1 && cuda::kernels::gemv_multi_supported(l.fmt, K, l.fmt == 1, 128);
+    for (bool deep : {false, true}) {
+      const std::string op2 = cat(deep ? "gemv2 deep " : "gemv2 ", l.name);
+      if (!plain || (!only.empty() && op2.find(only) == std::string::npos)) continue;
+      const cuda::kernels::GemvProjection pr{w.w.raw(), scale, out.data<float>(), l.N};
+      ctx.measure(phase, op2, shape, bytes, flops, [&] {
+        if (!cuda::kernels::gemv_multi(l.fmt, x.data<float>(), &pr, 1, false, M, K, w.block_rows,
+                                       w.block_cols, deep, ctx.stream()))
+          return Internal("gemv_multi refused the layout");
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv_multi launch failed");
+      });
+    }
+    const std::string op_be = cat("backend linear ", l.name);
+    if (l.fmt != 2 && (only.empty() || op_be.find(only) != std::string::npos)) {
+      ctx.measure(phase, op_be, shape, bytes, flops,
+                  [&] { return ctx.backend().linear(x, w, out, l.groups); });
+    }
     if (want_old) {
       ctx.measure(phase, op_old, shape, bytes, flops, [&] {
         cuda::kernels::linear_wq(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
                                  l.groups, w.block_rows, w.block_cols, out.data<float>(), ctx.stream());
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_wq launch failed");
+      });
+    }
+  }
+  return OkStatus();
+}
+
+// Projections of one x (decode step of the V4 attention): one launch per projection with the
+// session-5 kernel and with the session-6 kernel, and all of them in one gemv_multi launch.
+// Bytes: every weight and its scales, x once, every output.
+Status multi_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  struct Set { const char* name; int fmt; std::vector<int64_t> N; };
+  const Set sets[] = {
+      {"fp8 attn.wq_a + attn.wkv", 1, {m.q_lora, m.head_dim}},
+      {"bf16 CSA compressor wkv+wgate + indexer compressor wkv+wgate", 0,
+       {2 * m.head_dim, 2 * m.head_dim, 2 * m.index_dim, 2 * m.index_dim}},
+      {"bf16 HCA compressor wkv+wgate", 0, {m.head_dim, m.head_dim}},
+  };
+  const int64_t K = m.hidden;
+  const std::string phase = "gemv M=" + std::to_string(M);
+  for (const Set& st : sets) {
+    std::vector<Weight> ws;
+    std::vector<Tensor> outs;
+    std::vector<cuda::kernels::GemvProjection> pr;
+    double bytes = 0;
+    int64_t total_n = 0;
+    DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, K}));
+    for (int64_t N : st.N) {
+      DI_ASSIGN_OR_RETURN(Weight w, stored_weight(ctx, st.fmt, N, K));
+      DI_ASSIGN_OR_RETURN(Tensor o, ctx.zeros(DType::kF32, {M, N}));
+      bytes += weight_bytes(w) + 4.0 * M * N;
+      total_n += N;
+      ws.push_back(w);
+      outs.push_back(o);
+    }
+    for (size_t j = 0; j < ws.size(); ++j)
+      pr.push_back({ws[j].w.raw(), ws[j].scale.defined() ? ws[j].scale.raw() : nullptr,
+                    outs[j].data<float>(), st.N[j]});
+    bytes += 4.0 * M * K;
+    const double flops = 2.0 * M * total_n * K;
+    const std::string shape = cat("x [", std::to_string(M), ", ", std::to_string(K), "], ",
+                                  std::to_string(st.N.size()), " weights, ", std::to_string(total_n),
+                                  " rows");
+    const int64_t br = ws[0].block_rows, bc = ws[0].block_cols;
+    auto ok = [] { return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("launch failed"); };
+    const std::string ops[] = {cat("multi ", st.name, ": separate, gemv (session 5)"),
+                               cat("multi ", st.name, ": separate, gemv2"),
+                               cat("multi ", st.name, ": one launch, gemv2"),
+                               cat("multi ", st.name, ": one launch, gemv2 deep")};
+    for (int v = 0; v < 4; ++v) {
+      if (!only.empty() && ops[v].find(only) == std::string::npos) continue;
+      ctx.measure(phase, ops[v], shape, bytes, flops, [&]() -> Status {
+        if (v == 0) {
+          for (size_t j = 0; j < ws.size(); ++j)
+            cuda::kernels::gemv_linear(st.fmt, x.data<float>(), pr[j].w, pr[j].scale, false, M,
+                                       st.N[j], K, 1, br, bc, pr[j].out, ctx.stream());
+        } else if (v == 1) {
+          for (size_t j = 0; j < ws.size(); ++j)
+            if (!cuda::kernels::gemv_multi(st.fmt, x.data<float>(), &pr[j], 1, false, M, K, br, bc,
+                                           false, ctx.stream()))
+              return Internal("gemv_multi refused the layout");
+        } else if (!cuda::kernels::gemv_multi(st.fmt, x.data<float>(), pr.data(),
+                                              static_cast<int>(pr.size()), false, M, K, br, bc,
+                                              v == 3, ctx.stream())) {
+          return Internal("gemv_multi refused the layout");
+        }
+        return ok();
       });
     }
   }
@@ -162,6 +248,7 @@ void run_gemv_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int
   for (int64_t M : rows) {
     const Phase p{"gemv M=" + std::to_string(M), true, M, 0};
     report_setup(ctx, p, "gemv linear", linear_phase(ctx, m, M, only));
+    report_setup(ctx, p, "gemv multi", multi_phase(ctx, m, M, only));
   }
   for (int64_t B : batches) {
     const Phase p{"gemv experts B=" + std::to_string(B), true, B, 0};

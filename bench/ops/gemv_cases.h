@@ -3,7 +3,9 @@
 // (linear_wq) at M = 1, and the routed experts at decode batches (each selected expert read once
 // for its tokens: moe_experts whole, and each projection alone with the session-4 kernel
 // gemv_experts "v1" and the session-5 kernel "v2", bytes = the distinct experts' weights and
-// scales + x + out), as µs and GB/s against the copy ceiling.
+// scales + x + out), as µs and GB/s against the copy ceiling. Session 6: the pipelined dense
+// kernel (gemv_multi, "gemv2" / "gemv2 deep") and CudaBackend::linear's own dispatch per shape,
+// and the projections of one x ("multi ...": separate launches vs one launch) at each M.
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/cuda/attention_fd.h"
 #include "backend/cuda/attention_tc.h"
 #include "device_fill.h"
 
@@ -124,6 +125,17 @@ Status small_ops(Family& f) {
     // Only the rotated channels are read and written.
     f.measure("rope (q, 64 of 512 channels)", sh(q.shape()), kF * (2.0 * M * m.heads * m.rope_dim + M), 0,
               [&] { return be.rope(q, pos, inv, backend::RopeStyle::kInterleavedTrailing, 1.f, false); });
+    // The q heads' unweighted norm + rope: one fused op against the two calls (in place, as the
+    // model runs them; the values drift from call to call, the timing does not).
+    const double nr_bytes = kF * (2.0 * M * m.heads * m.head_dim + M);
+    f.measure("rms_norm_rope (q heads)", sh(q.shape()), nr_bytes, 0, [&] {
+      return be.rms_norm_rope(q, nullptr, 1e-6f, pos, inv, backend::RopeStyle::kInterleavedTrailing,
+                              1.f, q);
+    });
+    f.measure("rms_norm_rope (q heads, composed)", sh(q.shape()), nr_bytes, 0, [&] {
+      return be.backend::Backend::rms_norm_rope(q, nullptr, 1e-6f, pos, inv,
+                                                backend::RopeStyle::kInterleavedTrailing, 1.f, q);
+    });
   }
   {
     DI_ASSIGN_OR_RETURN(Tensor a, f.ctx.randn({M, H}));
@@ -225,16 +237,33 @@ Status attention(Family& f) {
     for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
               flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-    // Each kernel forced, GB/s counting only the KV rows the lists read (nnz rows of 512 fp32:
-    // the attention kernel's own roofline; compare with the copy ceiling of the same run).
+    // Each kernel forced (simt: attention.cu, tc: attention_tc.cu, fd: the split-key kernel
+    // attention_fd.cu with the default plan for this batch), GB/s counting only the KV rows the
+    // lists read (nnz rows of 512 fp32: the attention kernel's own roofline; the % column is of
+    // the copy ceiling measured in the same run). The shape column of the fd row names its plan.
     const double kv_bytes = kF * double(nnz) * m.head_dim;
-    for (const int tc : {0, 1}) {
-      const std::string op = std::string(kd.name) + (tc ? " KV bytes [tc]" : " KV bytes [simt]");
+    namespace ck = cuda::kernels;
+    const std::pair<int, const char*> forced[] = {
+        {ck::kAttentionSimt, " KV bytes [simt]"}, {ck::kAttentionTc, " KV bytes [tc]"},
+        {ck::kAttentionFd, " KV bytes [fd]"}};
+    for (const auto& [kernel, suffix] : forced) {
+      const std::string op = std::string(kd.name) + suffix;
       if (!f.wanted(op)) continue;
-      cuda::kernels::set_attention_tc_override(tc);
-      f.measure(op, cat("q", sh(q.shape()), " nnz ", std::to_string(nnz)), kv_bytes, flops,
+      std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz));
+      if (kernel == ck::kAttentionFd) {
+        int dev = 0, sms = 0;  // the plan the backend makes (its SM count is this device's)
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+          sms = 132;
+        const ck::AttentionFdPlan plan =
+            ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
+        shape += cat(" units ", std::to_string(plan.grid_units), " x ",
+                     std::to_string(plan.chunks_per_unit * 16), " keys");
+      }
+      ck::set_attention_kernel_override(kernel);
+      f.measure(op, shape, kv_bytes, flops,
                 [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-      cuda::kernels::set_attention_tc_override(-1);
+      ck::set_attention_kernel_override(-1);
     }
   }
   return OkStatus();
@@ -356,6 +385,43 @@ Status hyper_connections(Family& f) {
             [&] { return be.hc_collapse(x, pre, collapsed); });
   f.measure("hc_expand", sh(x.shape()), kF * (2.0 * S * hc * H + double(S) * H + S * hc * (1.0 + hc)), 0,
             [&] { return be.hc_expand(x, y, post, comb, expanded); });
+  // A whole site (rms_norm → mix product → Sinkhorn → collapse) through Backend::hc_pre: on the
+  // CUDA backend the fused kernels for S <= 64 (else composed), against the composed launches
+  // (the base implementation, called non-virtually). Bytes: X, fn, the outputs.
+  for (const bool head : {false, true}) {
+    const int64_t N = head ? hc : width;
+    DI_ASSIGN_OR_RETURN(Tensor fn, f.ctx.randn({N, hc * H}, 0.01f));
+    DI_ASSIGN_OR_RETURN(Tensor sbase, f.ctx.randn({N}, 0.1f));
+    DI_ASSIGN_OR_RETURN(Tensor sscale, f.ctx.randn({head ? 1 : 3}, 0.1f));
+    Tensor* pp = head ? nullptr : &post;
+    Tensor* pc = head ? nullptr : &comb;
+    const double bytes = kF * (double(S) * hc * H + double(N) * hc * H + double(S) * H +
+                               (head ? 0.0 : S * hc * (1.0 + hc)));
+    const double flops = 2.0 * S * N * hc * H;
+    const std::string what = head ? "hc_pre head" : "hc_pre site";
+    f.measure(what + " (hc_pre)", cat(sh(x.shape()), " fn", sh(fn.shape())), bytes, flops,
+              [&] { return be.hc_pre(x, fn, sbase, sscale, hp, 1e-6f, pp, pc, collapsed); });
+    f.measure(what + " (composed)", cat(sh(x.shape()), " fn", sh(fn.shape())), bytes, flops, [&] {
+      return be.backend::Backend::hc_pre(x, fn, sbase, sscale, hp, 1e-6f, pp, pc, collapsed);
+    });
+    if (head) continue;
+    // The previous site's expand + this site (hc_expand_pre) against the two calls (hc_expand,
+    // then the composed site): all the mHC launches between two sublayers.
+    const double ebytes = bytes + kF * (2.0 * S * hc * H + double(S) * H + S * hc * (1.0 + hc));
+    DI_ASSIGN_OR_RETURN(Tensor post_prev, f.ctx.randn({S, hc}, 0.5f));
+    DI_ASSIGN_OR_RETURN(Tensor comb_prev, f.ctx.randn({S, hc, hc}, 0.3f));
+    f.measure("hc_expand_pre (fused)", cat(sh(x.shape()), " fn", sh(fn.shape())), ebytes, flops,
+              [&] {
+                return be.hc_expand_pre(x, y, post_prev, comb_prev, expanded, fn, sbase, sscale, hp,
+                                        1e-6f, pp, pc, collapsed);
+              });
+    f.measure("hc_expand_pre (composed)", cat(sh(x.shape()), " fn", sh(fn.shape())), ebytes,
+              flops, [&]() -> Status {
+                DI_RETURN_IF_ERROR(be.hc_expand(x, y, post_prev, comb_prev, expanded));
+                return be.backend::Backend::hc_pre(expanded, fn, sbase, sscale, hp, 1e-6f, pp, pc,
+                                                   collapsed);
+              });
+  }
   return OkStatus();
 }
 

@@ -35,6 +35,19 @@ Status Backend::linear(const Tensor& x, const Weight& w, Tensor& out, int64_t gr
                        w.w.describe() + " weights (dequantize them at load)");
 }
 
+Status Backend::linear_multi(const Tensor& x, std::span<const Weight* const> ws,
+                             std::span<Tensor* const> outs) {
+  if (ws.size() != outs.size())
+    return InvalidArgument("linear_multi: " + std::to_string(ws.size()) + " weights but " +
+                           std::to_string(outs.size()) + " outputs");
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i] == nullptr || outs[i] == nullptr)
+      return InvalidArgument("linear_multi: weight or output " + std::to_string(i) + " is null");
+    DI_RETURN_IF_ERROR(linear(x, *ws[i], *outs[i]));
+  }
+  return OkStatus();
+}
+
 Status Backend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                             const ExpertSet& experts, float swiglu_limit, Tensor& out) {
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));
@@ -97,6 +110,45 @@ Status Backend::combine_slots(const Tensor& slot_out, const Tensor& weights, int
   return scatter_add_rows(slot_out, owner_t, &w, out);  // rows in order: j ascending per s
 }
 
+Status Backend::hc_pre(const Tensor& x, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                       const HcParams& params, float norm_eps, Tensor* post, Tensor* comb,
+                       Tensor& collapsed) {
+  // The composition the model ran before hc_pre existed (hyper_connection.cpp), op for op.
+  DI_RETURN_IF_ERROR(check_rank("hc_pre", "x", x, DType::kF32, 3));
+  const int64_t S = x.dim(0), hc = x.dim(1), H = x.dim(2);
+  if (hc != params.hc)
+    return InvalidArgument("hc_pre: x " + x.describe() + " has " + std::to_string(hc) +
+                           " streams, params.hc is " + std::to_string(params.hc));
+  DI_RETURN_IF_ERROR(check_rank("hc_pre", "fn", fn, DType::kF32, 2));
+  DI_ASSIGN_OR_RETURN(Tensor normed, empty(DType::kF32, {S, hc * H}));  // rms(flatten(X))
+  DI_RETURN_IF_ERROR(rms_norm(x.view({S, hc * H}), nullptr, norm_eps, normed));
+  DI_ASSIGN_OR_RETURN(Tensor mix, empty(DType::kF32, {S, fn.dim(0)}));  // [S, (2+hc)·hc | hc]
+  DI_RETURN_IF_ERROR(matmul(normed, fn, mix));
+  DI_ASSIGN_OR_RETURN(Tensor pre, empty(DType::kF32, {S, hc}));
+  DI_RETURN_IF_ERROR(hc_coeffs(mix, base, scale, params, pre, post, comb));
+  return hc_collapse(x, pre, collapsed);
+}
+
+Status Backend::hc_expand_pre(const Tensor& x_prev, const Tensor& y, const Tensor& post_prev,
+                              const Tensor& comb_prev, Tensor& x, const Tensor& fn,
+                              const Tensor& base, const Tensor& scale, const HcParams& params,
+                              float norm_eps, Tensor* post, Tensor* comb, Tensor& collapsed) {
+  DI_RETURN_IF_ERROR(hc_expand(x_prev, y, post_prev, comb_prev, x));
+  return hc_pre(x, fn, base, scale, params, norm_eps, post, comb, collapsed);
+}
+
+Status Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
+                              const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
+                              float mscale, Tensor& out) {
+  DI_RETURN_IF_ERROR(check_rank("rms_norm_rope", "x", x, DType::kF32, 3));
+  DI_RETURN_IF_ERROR(
+      check_tensor("rms_norm_rope", "out", out, DType::kF32, {x.dim(0), x.dim(1), x.dim(2)}));
+  const int64_t rows = x.dim(0) * x.dim(1), D = x.dim(2);
+  Tensor out_rows = out.view({rows, D});
+  DI_RETURN_IF_ERROR(rms_norm(x.view({rows, D}), weight, eps, out_rows));
+  return rope(out, positions, inv_freq, style, mscale, false);
+}
+
 Status Backend::place_ids(const Tensor& src, const Tensor& layout, Tensor& dst) {
   if (!host_memory()) return Unimplemented(std::string("place_ids on ") + name());
   if (src.dtype() != DType::kI32 || src.rank() != 2 || layout.dtype() != DType::kI32 ||
@@ -128,6 +180,14 @@ StatusOr<Tensor> Backend::alloc(DType dtype, Shape shape) {
   for (int64_t d : shape)
     if (d < 0) return InvalidArgument("alloc: negative dimension in " + shape_str(shape));
   return Tensor::empty(dtype, std::move(shape));
+}
+
+Status Backend::copy_many(std::span<const Tensor> srcs, std::span<Tensor> dsts) {
+  if (srcs.size() != dsts.size())
+    return InvalidArgument("copy_many: " + std::to_string(srcs.size()) + " sources for " +
+                           std::to_string(dsts.size()) + " destinations");
+  for (size_t i = 0; i < srcs.size(); ++i) DI_RETURN_IF_ERROR(copy(srcs[i], dsts[i]));
+  return OkStatus();
 }
 
 Status Backend::upload(const Tensor& host, Tensor& dst) {

@@ -156,6 +156,11 @@ class Backend {
   // The same product with a weight in its stored format: out [M, G·N] = x [M, G·K] · deq(w)ᵀ,
   // w [G·N, K]. F32 weights go to `matmul`; other formats where supports_op(kMatmul, dtype).
   virtual Status linear(const Tensor& x, const Weight& w, Tensor& out, int64_t groups = 1);
+  // Several products of the same x: outs[i] [M, N_i] = x [M, K] · deq(ws[i])ᵀ (groups = 1), i <
+  // ws.size() == outs.size(). The default calls `linear` on each pair in order (the CPU's bits); a
+  // device backend may compute them in fewer launches, each output with the bits `linear` gives it.
+  virtual Status linear_multi(const Tensor& x, std::span<const Weight* const> ws,
+                              std::span<Tensor* const> outs);
   // out [M, N] = x / sqrt(mean(x², last axis) + eps) (· weight [N] if non-null). In-place ok.
   virtual Status rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) = 0;
   // In place on x [S, nh, D]: rotate r = 2·inv_freq.numel() channels of every head by angle
@@ -163,6 +168,12 @@ class Backend {
   // negates the angle. positions [S] I32, inv_freq [r/2] F32.
   virtual Status rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
                       float mscale, bool inverse) = 0;
+  // out [S, nh, D] = rope(rms_norm(x) per head row of D (· weight [D] if non-null), positions,
+  // inv_freq, style, mscale) — the forward rotation. x [S, nh, D]; out may be x. The default makes
+  // the two calls; a device backend may fuse them.
+  virtual Status rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
+                               const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
+                               float mscale, Tensor& out);
   // out [S, nH, Dv]: for query s, head h (kv head h / (nH/nKV)), softmax over the keys listed in
   // key_ids[key_offsets[s] .. key_offsets[s+1]) of (q[s,h]·k[j]) · scale, plus, when sinks [nH]
   // is non-null, a sink logit sinks[h] (unscaled) in the denominator only; weights · v[j].
@@ -238,6 +249,23 @@ class Backend {
   // out [S, hc, H]: out[s,k] = post[s,k]·y[s] + Σ_j comb[s,j,k]·X[s,j]. out must not alias X.
   virtual Status hc_expand(const Tensor& x, const Tensor& y, const Tensor& post,
                            const Tensor& comb, Tensor& out) = 0;
+  // One whole mHC site before its sublayer (HC_map, deepseek-v4.md §3.1; or the HyperHead §3.3
+  // when scale is [1] and post/comb are null): collapsed [S, H] = Σ_j pre[s,j]·X[s,j], with
+  // pre/post/comb = hc_coeffs(rms(flatten(X); norm_eps) · fnᵀ, base, scale). X [S, hc, H],
+  // fn [(2+hc)·hc or hc, hc·H] F32, base [(2+hc)·hc or hc], post [S, hc], comb [S, hc, hc].
+  // The default composes rms_norm → matmul → hc_coeffs → hc_collapse (the CPU's bits); a device
+  // backend may fuse them (same result within fp32 rounding).
+  virtual Status hc_pre(const Tensor& x, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                        const HcParams& params, float norm_eps, Tensor* post, Tensor* comb,
+                        Tensor& collapsed);
+  // The previous site's hc_expand followed by this site's hc_pre: x [S, hc, H] (out) =
+  // hc_expand(x_prev [S, hc, H], y [S, H], post_prev [S, hc], comb_prev [S, hc, hc]), then
+  // hc_pre(x, …). x must not alias x_prev. The default makes the two calls; a device backend may
+  // fuse them (x bitwise equal to hc_expand's).
+  virtual Status hc_expand_pre(const Tensor& x_prev, const Tensor& y, const Tensor& post_prev,
+                               const Tensor& comb_prev, Tensor& x, const Tensor& fn,
+                               const Tensor& base, const Tensor& scale, const HcParams& params,
+                               float norm_eps, Tensor* post, Tensor* comb, Tensor& collapsed);
 
   // ---- compressor (deepseek-v4.md §6.3) ----
   // Assembles the pooling slots of n closed windows of m rows. kv, gate [n·m, coff·d] are the raw
@@ -258,6 +286,10 @@ class Backend {
   // ---- elementwise / movement ----
   virtual Status add(const Tensor& a, const Tensor& b, Tensor& out) = 0;  // same shapes, F32
   virtual Status copy(const Tensor& src, Tensor& dst) = 0;                // same dtype and numel
+  // dsts[i] ← srcs[i] for every i, in one call (each pair as `copy`; no pair's dst may overlap
+  // another pair's src or dst). The default calls copy per pair; a device backend may make one
+  // launch of them all (the per-sequence KV rows of a decode step: docs/cuda.md "Batched copies").
+  virtual Status copy_many(std::span<const Tensor> srcs, std::span<Tensor> dsts);
 
   // ---- sampling (docs/engine.md "Sampling on the device") ----
   // ids [S] I32 = one token per row of logits [S, V] F32 with rows[s]'s parameters, as the host

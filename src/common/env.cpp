@@ -48,10 +48,10 @@ Env Env::from_process() {
     }
   }
   if (auto v = get("DEEPINFER_CUDA_ATTENTION")) {
-    if (*v == "tc" || *v == "simt") {
+    if (*v == "tc" || *v == "simt" || *v == "fd" || *v == "auto") {
       e.cuda_attention = *v;
     } else {
-      log_warning("DEEPINFER_CUDA_ATTENTION='" + *v + "' is not tc or simt; using simt");
+      log_warning("DEEPINFER_CUDA_ATTENTION='" + *v + "' is not simt, tc, fd or auto; using auto");
     }
   }
   if (auto v = get("DEEPINFER_CUDA_MOE_TC")) {
@@ -62,9 +62,35 @@ Env Env::from_process() {
     }
   }
 
+  if (auto v = get("DEEPINFER_CUDA_HC")) {
+    if (*v == "fused" || *v == "composed") {
+      e.cuda_hc = *v;
+    } else {
+      log_warning("DEEPINFER_CUDA_HC='" + *v + "' is not fused or composed; using fused");
+    }
+  }
+  if (auto v = get("DEEPINFER_GEMV_DENSE")) {
+    if (*v == "old" || *v == "single" || *v == "multi" || *v == "deep") e.gemv_dense = *v;
+    else log_warning("DEEPINFER_GEMV_DENSE='" + *v + "' is not old, single, multi or deep; using multi");
+  }
+  if (auto v = get("DEEPINFER_EXPERTS_MMA")) {
+    if (*v == "0" || *v == "1") e.experts_mma = *v == "1";
+    else log_warning("DEEPINFER_EXPERTS_MMA='" + *v + "' is not 0 or 1; using 1");
+  }
   if (auto v = get("DEEPINFER_GEMV_EXPERTS")) {
     if (*v == "1" || *v == "2") e.gemv_experts_version = *v == "1" ? 1 : 2;
     else log_warning("DEEPINFER_GEMV_EXPERTS='" + *v + "' is not 1 or 2; using 2");
+  }
+  if (auto v = get("DEEPINFER_PREFILL_GEMM")) {
+    if (*v == "0" || *v == "1" || *v == "2" || *v == "3") e.prefill_gemm = (*v)[0] - '0';
+    else log_warning("DEEPINFER_PREFILL_GEMM='" + *v + "' is not 0, 1, 2 or 3; using 1");
+  }
+  if (auto v = get("DEEPINFER_PREFILL_GEMM_CHUNK")) {
+    char* end = nullptr;
+    const long n = std::strtol(v->c_str(), &end, 10);
+    if (end == v->c_str() || *end != '\0' || n < 1 || n > 256)
+      log_warning("DEEPINFER_PREFILL_GEMM_CHUNK='" + *v + "' is not in [1, 256]; using 16");
+    else e.prefill_gemm_chunk = static_cast<int>(n);
   }
 
   std::string home = get("HOME").value_or("/root");

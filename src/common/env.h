@@ -16,12 +16,40 @@ struct Env {
   // DEEPINFER_GEMV_EXPERTS: the CUDA routed-expert GEMV of decode batches, 2 (default: the
   // session-5 kernel, gemv_experts.cuh) or 1 (the session-4 kernel); same bits, kept to compare.
   int gemv_experts_version = 2;
-  // DEEPINFER_CUDA_ATTENTION: simt|tc — the CUDA attention kernel for V4's layout (tc: the
-  // tensor-core decode kernel, attention_tc.cu; simt: the fp32 CUDA-core kernel).
-  std::string cuda_attention = "simt";
+  // DEEPINFER_EXPERTS_MMA: 1 (default) | 0 — CUDA routed experts of decode batches (<= 128 slots,
+  // not --batch-invariant) on the tensor cores (experts_mma.cuh, FP4 with 1x32 ue8m0 scales), or
+  // 0: the streaming GEMV (DEEPINFER_GEMV_EXPERTS picks which). Not the same bits as the GEMV.
+  bool experts_mma = true;
+  // DEEPINFER_GEMV_DENSE: old|single|multi|deep — CUDA dense products at decode-sized M (M <= 8,
+  // not --batch-invariant): old = session 5 (gemv.cuh, one launch per weight); single = the
+  // session-6 pipelined GEMV (gemv_multi.cuh) one launch per weight; multi (default) = session 5's
+  // kernel for a single projection and the pipelined one for linear_multi's projections of one x
+  // fused into one launch; deep = the pipelined kernel everywhere with one CTA per SM and 8 loads
+  // per lane per step. All give the same bits.
+  std::string gemv_dense = "multi";
+  // DEEPINFER_CUDA_ATTENTION: simt|tc|fd|auto — the CUDA attention kernel for V4's layout (tc:
+  // the tensor-core decode kernel, attention_tc.cu; simt: the fp32 CUDA-core kernel; fd: the
+  // split-key tensor-core kernel, attention_fd.cu; auto: fd where its layout applies, else simt).
+  // Default auto (session 6, H200 bench_ops: CSA decode at batch 1 / 16 / 128 27.9 / 60.5 / 281 µs
+  // against simt's 36.0 / 264 / 1,898; the 16×128 prefill +10 %).
+  std::string cuda_attention = "auto";
   // DEEPINFER_CUDA_MOE_TC: v1|v2|v2s3|v2n256 — the grouped FP4 routed-expert tensor-core GEMM
   // for prefill-sized batches (v1: linear_tc.cuh tc_kernel; v2*: moe_tc.cuh variants, same bits).
   std::string cuda_moe_tc = "v2s3";
+  // DEEPINFER_CUDA_HC: fused|composed — an mHC site at decode-sized S (<= 64 tokens, not under
+  // --batch-invariant) as the two fused kernels of hc_pre (hyper_connection.cu), or as the
+  // composed rms_norm → matmul → hc_coeffs → hc_collapse launches.
+  std::string cuda_hc = "fused";
+  // DEEPINFER_PREFILL_GEMM: 0|1|2|3 — prefill-sized CUDA products on cuBLAS bf16 GEMMs over an
+  // exactly dequantized weight (prefill_gemm.h): 1 (default) dense products (M >= 128) only;
+  // 2 also routed experts with >= 32 slots per expert through cublasGemmGroupedBatchedEx, 3 the
+  // same with one cublasGemmEx per expert; 0 off (the tensor-core kernels linear_tc / moe_tc).
+  // H200, session 6: dense 3–4× faster than linear_tc (wo_b at M = 2048: 674 vs 2,751 µs), error
+  // ≤ 2^-17 of Σ|x·w| (linear_tc: 2^-22); the expert path made the 16×128 prefill slower (12.0k
+  // vs 17.2k tok/s), so it is opt-in.
+  int prefill_gemm = 1;
+  // DEEPINFER_PREFILL_GEMM_CHUNK: routed experts dequantized per chunk on that path (1..256).
+  int prefill_gemm_chunk = 16;
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface

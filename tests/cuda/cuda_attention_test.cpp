@@ -51,7 +51,11 @@ class CudaAttention : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.status().to_string();
     gpu_ = std::move(b).value();
     cpu_ = backend::make_cpu_backend({.reference = true});
+    // These suites test the SIMT and tc kernels (the split-key kernel, the default since session
+    // 6, has its own: cuda_attention_fd_test); the mode suites below pick theirs.
+    kernels::set_attention_tc_override(0);
   }
+  void TearDown() override { kernels::set_attention_tc_override(-1); }
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
     std::normal_distribution<float> nd(0.f, scale);

@@ -30,6 +30,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
+#include "common/env.h"
 #include "device_pair.h"
 
 namespace deepinfer::cuda {
@@ -427,7 +428,8 @@ TEST_F(CudaGemvExperts, MatchCpuWithRepeatsAndCrowdedExperts) {
 
 TEST_F(CudaGemvExperts, SlotsEqualTheSameProductsOneAtATime) {
   // Each slot's products are the plain GEMV's: linear (M = 1, dispatched to the GEMV) on the
-  // slot's expert, swiglu, linear, then combine_slots — bit for bit equal to moe_experts.
+  // slot's expert, swiglu, linear, then combine_slots — bit for bit equal to moe_experts on the
+  // GEMV path (FP8 always; FP4 with DEEPINFER_EXPERTS_MMA=0).
   const int64_t E = 12, H = 256, I = 128, k = 4, S = 5;
   for (Fmt f : {Fmt::kFp4, Fmt::kFp8}) {
     make_experts(f, E, H, I);
@@ -455,6 +457,13 @@ TEST_F(CudaGemvExperts, SlotsEqualTheSameProductsOneAtATime) {
     ASSERT_TRUE(gpu_->combine_slots(*slot_out, dw.dev, k, dbase.dev).ok());
     ASSERT_TRUE(gpu_->synchronize().ok());
     Tensor want = to_host(dbase.dev);
+    // FP4 gate_up (K = 256) runs on the decode tensor-core kernel by default (experts_mma.cuh,
+    // DEEPINFER_EXPERTS_MMA), whose bits are not the GEMV's: there, within fp32 rounding.
+    if (f == Fmt::kFp4 && env().experts_mma) {
+      expect_rows_close(std::string(fmt_name(f)) + " moe_experts (tensor cores) vs one slot at a time",
+                        want.data<float>(), got.data<float>(), S, H, 5e-5, seed_);
+      continue;
+    }
     EXPECT_EQ(0, std::memcmp(want.data<float>(), got.data<float>(), S * H * 4))
         << fmt_name(f) << ": moe_experts differs from the same products one slot at a time";
   }

@@ -29,6 +29,8 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/prefill_gemm.h"
+#include "common/env.h"
 #include "device_pair.h"
 
 namespace deepinfer::cuda {
@@ -185,8 +187,14 @@ TEST_F(CudaLinearTc, MatchesReferenceInEveryFormat) {
         const std::string what = std::string(fmt_name(c.f)) + " M=" + std::to_string(M) + " G=" +
                                  std::to_string(c.G) + " N=" + std::to_string(c.N) + " K=" +
                                  std::to_string(c.K) + (be == bi_.get() ? " (batch-invariant)" : "");
-        expect_rows_close(what + " vs double", want, got.data<float>(), M, R, 2e-6, &want64);
-        expect_rows_close(what + " vs cpu fp32", want, got.data<float>(), M, R, 4e-6);
+        // From prefill::kDenseMinRows rows the default backend runs the cuBLAS bf16 path
+        // (prefill_gemm.h, DEEPINFER_PREFILL_GEMM): its accumulation keeps fewer bits (H200:
+        // up to 2^-17.4 of Σ|x·w|), so those rows get 8× the tensor-core kernel's bound.
+        const bool cublas = be == gpu_.get() && env().prefill_gemm != 0 && M >= prefill::kDenseMinRows &&
+                            c.f != Fmt::kFp8F32Scale;
+        const double loose = cublas ? 8.0 : 1.0;
+        expect_rows_close(what + " vs double", want, got.data<float>(), M, R, loose * 2e-6, &want64);
+        expect_rows_close(what + " vs cpu fp32", want, got.data<float>(), M, R, loose * 4e-6);
       }
     }
   }

@@ -407,6 +407,269 @@ TEST_F(CudaOps, HyperConnections) {
   expect_close("hc_expand", ex, dex, 1e-5);
 }
 
+// ---- hc_pre: one whole mHC site (the fused kernels of hyper_connection.cu for S <= 64) ----
+
+// The inputs of one site at a given shape; fn scaled so that mix = rms(X)·fnᵀ is O(1).
+struct HcSite {
+  Tensor x, fn, base, scale;
+};
+
+// max |got - want| / max |want| over all elements of two host tensors, the worst index printed.
+void expect_rel_close(const char* what, const Tensor& want, const Tensor& got, double bound,
+                      uint32_t seed) {
+  ASSERT_EQ(want.numel(), got.numel()) << what;
+  double scale = 1e-30, worst = 0;
+  int64_t wi = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    scale = std::max(scale, std::fabs(double(want.data<float>()[i])));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double e = std::fabs(double(want.data<float>()[i]) - got.data<float>()[i]) / scale;
+    if (!(e <= worst)) worst = e, wi = i;  // NaN counts as worst
+  }
+  EXPECT_LE(worst, bound) << what << ": worst rel error " << worst << " at flat index " << wi
+                          << " (want " << want.data<float>()[wi] << ", got "
+                          << got.data<float>()[wi] << ") seed " << seed;
+}
+
+class CudaHcPre : public CudaOps {
+ protected:
+  HcSite site(int64_t S, int64_t hc, int64_t H, bool head) {
+    const int64_t N = head ? hc : (2 + hc) * hc;
+    return HcSite{randn({S, hc, H}, 2.f), randn({N, hc * H}, 2.f / std::sqrt(float(hc * H))),
+                  randn({N}, 0.5f), randn({head ? 1 : 3}, 0.5f)};
+  }
+  // The site on the CPU (reference mode, the composed ops), on the GPU through hc_pre (fused when
+  // supported), and on the GPU through the base implementation (the composed CUDA ops); every
+  // output of the three compared pairwise against the bounds.
+  void check_site(const char* what, int64_t S, int64_t hc, int64_t H, bool head) {
+    SCOPED_TRACE(std::string(what) + " S=" + std::to_string(S) + " hc=" + std::to_string(hc) +
+                 " H=" + std::to_string(H) + (head ? " head" : " site"));
+    const HcSite in = site(S, hc, H, head);
+    backend::HcParams p;
+    p.hc = hc;
+    const float eps = 1e-6f;
+    Tensor post = Tensor::empty(DType::kF32, {S, hc}), comb = Tensor::empty(DType::kF32, {S, hc, hc}),
+           col = Tensor::empty(DType::kF32, {S, H});
+    ASSERT_TRUE(cpu_->hc_pre(in.x, in.fn, in.base, in.scale, p, eps, head ? nullptr : &post,
+                             head ? nullptr : &comb, col).ok());
+    auto dx = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
+         dsc = on_device(in.scale);
+    Tensor got[2][3];  // [fused, composed][post, comb, collapsed]
+    for (int composed = 0; composed < 2; ++composed) {
+      auto dpost = on_device(post), dcomb = on_device(comb), dcol = on_device(col);
+      Tensor* pp = head ? nullptr : &dpost.dev;
+      Tensor* pc = head ? nullptr : &dcomb.dev;
+      const Status st =
+          composed ? gpu_->backend::Backend::hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, eps,
+                                                    pp, pc, dcol.dev)
+                   : gpu_->hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, eps, pp, pc, dcol.dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(gpu_->synchronize().ok());
+      got[composed][0] = to_host(dpost);
+      got[composed][1] = to_host(dcomb);
+      got[composed][2] = to_host(dcol);
+    }
+    // Bounds: mix = rms(X)·fnᵀ (|mix| ~ 2) differs by fp32 summation order over K = 16384 terms:
+    // the CPU reference sums sequentially, a random walk of ~128 half-ulp steps of the partial
+    // sum, ~1e-5 (3e-5 at 3σ); |scale| <~ 1.5, so post (2·sigmoid, slope <= 0.5) moves by <~ 2.3e-5
+    // of its O(1) max, comb (exp of the logits, then Sinkhorn normalisations) by <~ 1e-4
+    // relative, collapsed (Σ pre·X) by <~ 4·1e-5·|X|. Bounds: 1e-4, 5e-4, 1e-4 — an indexing or
+    // orientation error moves them by O(1).
+    const char* names[2] = {"fused vs cpu", "fused vs cuda composed"};
+    for (int r = 0; r < 2; ++r) {
+      const Tensor* ref = r == 0 ? nullptr : got[1];
+      if (!head) {
+        expect_rel_close((std::string(names[r]) + ": post").c_str(), ref ? ref[0] : post,
+                         got[0][0], 1e-4, seed_);
+        expect_rel_close((std::string(names[r]) + ": comb").c_str(), ref ? ref[1] : comb,
+                         got[0][1], 5e-4, seed_);
+      }
+      expect_rel_close((std::string(names[r]) + ": collapsed").c_str(), ref ? ref[2] : col,
+                       got[0][2], 1e-4, seed_);
+    }
+    // The composed CUDA path against the CPU too (the baseline the fused path replaces).
+    if (!head) expect_rel_close("cuda composed vs cpu: comb", comb, got[1][1], 5e-4, seed_);
+    expect_rel_close("cuda composed vs cpu: collapsed", col, got[1][2], 1e-4, seed_);
+  }
+};
+
+TEST_F(CudaHcPre, FusedMatchesCpuAndComposedAtFlashShapes) {
+  for (int64_t S : {1, 3, 16, 64}) {
+    check_site("V4-Flash site", S, 4, 4096, false);
+    check_site("V4-Flash head", S, 4, 4096, true);
+  }
+}
+
+TEST_F(CudaHcPre, OddSizesAndFallbacksMatchCpu) {
+  check_site("tail chunk", 5, 3, 100, false);  // K = 300: a partial 128-column chunk
+  check_site("tiny H", 2, 4, 33, false);
+  check_site("head tail", 7, 4, 45, true);
+  check_site("hc 6 (composed fallback)", 3, 6, 64, false);
+  check_site("S 65 (composed fallback)", 65, 4, 256, false);
+}
+
+TEST_F(CudaHcPre, FusedRowBitsDoNotDependOnS) {
+  const int64_t hc = 4, H = 4096, Smax = 64;
+  const HcSite in = site(Smax, hc, H, false);
+  backend::HcParams p;
+  auto dx = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
+       dsc = on_device(in.scale);
+  std::vector<Tensor> first;  // S = 1's outputs: post, comb, collapsed of row 0
+  for (int64_t S : {1, 2, 17, 64}) {
+    Tensor post = Tensor::empty(DType::kF32, {S, hc}), comb = Tensor::empty(DType::kF32, {S, hc, hc}),
+           col = Tensor::empty(DType::kF32, {S, H});
+    auto dpost = on_device(post), dcomb = on_device(comb), dcol = on_device(col);
+    ASSERT_TRUE(gpu_->hc_pre(dx.dev.rows(0, S), dfn.dev, dbase.dev, dsc.dev, p, 1e-6f, &dpost.dev,
+                             &dcomb.dev, dcol.dev).ok());
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    std::vector<Tensor> row0{to_host(dpost.dev.rows(0, 1)), to_host(dcomb.dev.rows(0, 1)),
+                             to_host(dcol.dev.rows(0, 1))};
+    if (first.empty()) {
+      first = row0;
+      continue;
+    }
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(0, std::memcmp(first[i].raw(), row0[i].raw(), first[i].nbytes()))
+          << "output " << i << " of row 0 differs at S = " << S << " (seed " << seed_ << ")";
+  }
+}
+
+// hc_expand_pre on the fused kernels: the new streams bitwise equal to hc_expand's, the site's
+// outputs bitwise equal to hc_pre's on those streams (same kernels, same staged values), and
+// within the bounds of the CPU's two composed calls.
+TEST_F(CudaHcPre, ExpandPreEqualsExpandThenPre) {
+  const int64_t hc = 4, H = 4096;
+  for (int64_t S : {1, 16, 64}) {
+    SCOPED_TRACE("S=" + std::to_string(S));
+    const HcSite in = site(S, hc, H, false);
+    Tensor y = randn({S, H}), post_prev = randn({S, hc}, 0.5f), comb_prev = randn({S, hc, hc}, 0.3f);
+    backend::HcParams p;
+    auto dprev = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
+         dsc = on_device(in.scale), dy = on_device(y), dpp = on_device(post_prev),
+         dcp = on_device(comb_prev);
+    Tensor outs[2][4];  // [fused, two calls][streams, post, comb, collapsed]
+    for (int two = 0; two < 2; ++two) {
+      auto dx = on_device(Tensor::empty(DType::kF32, {S, hc, H}));
+      auto dpost = on_device(Tensor::empty(DType::kF32, {S, hc}));
+      auto dcomb = on_device(Tensor::empty(DType::kF32, {S, hc, hc}));
+      auto dcol = on_device(Tensor::empty(DType::kF32, {S, H}));
+      if (two) {
+        ASSERT_TRUE(gpu_->hc_expand(dprev.dev, dy.dev, dpp.dev, dcp.dev, dx.dev).ok());
+        ASSERT_TRUE(gpu_->hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, 1e-6f, &dpost.dev,
+                                 &dcomb.dev, dcol.dev).ok());
+      } else {
+        ASSERT_TRUE(gpu_->hc_expand_pre(dprev.dev, dy.dev, dpp.dev, dcp.dev, dx.dev, dfn.dev,
+                                        dbase.dev, dsc.dev, p, 1e-6f, &dpost.dev, &dcomb.dev,
+                                        dcol.dev).ok());
+      }
+      ASSERT_TRUE(gpu_->synchronize().ok());
+      outs[two][0] = to_host(dx);
+      outs[two][1] = to_host(dpost);
+      outs[two][2] = to_host(dcomb);
+      outs[two][3] = to_host(dcol);
+    }
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(0, std::memcmp(outs[0][i].raw(), outs[1][i].raw(), outs[0][i].nbytes()))
+          << "output " << i << " (streams, post, comb, collapsed) differs; seed " << seed_;
+    Tensor x = Tensor::empty(DType::kF32, {S, hc, H}), post = Tensor::empty(DType::kF32, {S, hc}),
+           comb = Tensor::empty(DType::kF32, {S, hc, hc}), col = Tensor::empty(DType::kF32, {S, H});
+    ASSERT_TRUE(cpu_->hc_expand_pre(in.x, y, post_prev, comb_prev, x, in.fn, in.base, in.scale, p,
+                                    1e-6f, &post, &comb, col).ok());
+    expect_rel_close("hc_expand_pre streams vs cpu", x, outs[0][0], 2e-6, seed_);
+    expect_rel_close("hc_expand_pre post vs cpu", post, outs[0][1], 1e-4, seed_);
+    expect_rel_close("hc_expand_pre comb vs cpu", comb, outs[0][2], 5e-4, seed_);
+    expect_rel_close("hc_expand_pre collapsed vs cpu", col, outs[0][3], 1e-4, seed_);
+  }
+}
+
+TEST_F(CudaHcPre, BatchInvariantBackendKeepsTheComposedBits) {
+  CudaBackendOptions o;
+  o.batch_invariant = true;
+  auto bi = CudaBackend::create(o);
+  ASSERT_TRUE(bi.ok()) << bi.status().to_string();
+  const int64_t S = 3, hc = 4, H = 512;
+  const HcSite in = site(S, hc, H, false);
+  backend::HcParams p;
+  auto dx = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
+       dsc = on_device(in.scale);
+  Tensor outs[2][3];
+  for (int composed = 0; composed < 2; ++composed) {
+    auto dpost = on_device(Tensor::empty(DType::kF32, {S, hc}));
+    auto dcomb = on_device(Tensor::empty(DType::kF32, {S, hc, hc}));
+    auto dcol = on_device(Tensor::empty(DType::kF32, {S, H}));
+    const Status st = composed ? (*bi)->backend::Backend::hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev,
+                                                                p, 1e-6f, &dpost.dev, &dcomb.dev,
+                                                                dcol.dev)
+                               : (*bi)->hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, 1e-6f,
+                                               &dpost.dev, &dcomb.dev, dcol.dev);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE((*bi)->synchronize().ok());
+    outs[composed][0] = to_host(dpost);
+    outs[composed][1] = to_host(dcomb);
+    outs[composed][2] = to_host(dcol);
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(0, std::memcmp(outs[0][i].raw(), outs[1][i].raw(), outs[0][i].nbytes()))
+        << "output " << i;
+}
+
+TEST_F(CudaHcPre, BadArgumentsAreNamed) {
+  const int64_t S = 2, hc = 4, H = 256;
+  const HcSite in = site(S, hc, H, false);
+  backend::HcParams p;
+  auto dx = on_device(in.x), dbase = on_device(in.base), dsc = on_device(in.scale);
+  auto dfn_bad = on_device(randn({24, hc * H - 4}));
+  auto dpost = on_device(Tensor::empty(DType::kF32, {S, hc}));
+  auto dcomb = on_device(Tensor::empty(DType::kF32, {S, hc, hc}));
+  auto dcol = on_device(Tensor::empty(DType::kF32, {S, H}));
+  Status st = gpu_->hc_pre(dx.dev, dfn_bad.dev, dbase.dev, dsc.dev, p, 1e-6f, &dpost.dev,
+                           &dcomb.dev, dcol.dev);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("fn"), std::string::npos) << st.message();
+  auto dfn = on_device(in.fn);
+  st = gpu_->hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, 1e-6f, nullptr, nullptr, dcol.dev);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("post"), std::string::npos) << st.message();
+}
+
+// rms_norm_rope: one kernel, bitwise the rms_norm + rope kernels at the V4 shapes (q heads
+// [S, 64, 512] unweighted, kv [S, 1, 512] weighted, 64 rotated channels) and a half-leading
+// layout; within rope's bound of the CPU; in place too.
+TEST_F(CudaOps, RmsNormRopeFusedEqualsTheTwoKernels) {
+  struct Case { int64_t S, nh, D, half; bool weighted; backend::RopeStyle style; };
+  const Case cases[] = {{1, 64, 512, 32, false, backend::RopeStyle::kInterleavedTrailing},
+                        {16, 64, 512, 32, false, backend::RopeStyle::kInterleavedTrailing},
+                        {3, 1, 512, 32, true, backend::RopeStyle::kInterleavedTrailing},
+                        {5, 3, 100, 20, true, backend::RopeStyle::kHalfLeading}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("S=" + std::to_string(c.S) + " nh=" + std::to_string(c.nh) + " D=" +
+                 std::to_string(c.D));
+    Tensor x = randn({c.S, c.nh, c.D}, 2.f), w = randn({c.D}), inv = randn({c.half}, 0.1f),
+           pos = randint({c.S}, 0, 5000);
+    auto dx = on_device(x), dw = on_device(w), dinv = on_device(inv), dpos = on_device(pos);
+    const Tensor* pw = c.weighted ? &dw.dev : nullptr;
+    // two kernels
+    auto dtwo = on_device(x);
+    Tensor rows = dtwo.dev.view({c.S * c.nh, c.D});
+    ASSERT_TRUE(gpu_->rms_norm(rows, pw, 1e-6f, rows).ok());
+    ASSERT_TRUE(gpu_->rope(dtwo.dev, dpos.dev, dinv.dev, c.style, 0.8f, false).ok());
+    // fused, out of place and in place
+    auto done = on_device(Tensor::empty(DType::kF32, {c.S, c.nh, c.D}));
+    ASSERT_TRUE(gpu_->rms_norm_rope(dx.dev, pw, 1e-6f, dpos.dev, dinv.dev, c.style, 0.8f, done.dev).ok());
+    auto dinplace = on_device(x);
+    ASSERT_TRUE(gpu_->rms_norm_rope(dinplace.dev, pw, 1e-6f, dpos.dev, dinv.dev, c.style, 0.8f,
+                                    dinplace.dev).ok());
+    ASSERT_TRUE(gpu_->synchronize().ok());
+    Tensor two = to_host(dtwo), one = to_host(done), inplace = to_host(dinplace);
+    EXPECT_EQ(0, std::memcmp(two.raw(), one.raw(), two.nbytes())) << "fused != rms_norm + rope";
+    EXPECT_EQ(0, std::memcmp(two.raw(), inplace.raw(), two.nbytes())) << "in place differs";
+    Tensor want = Tensor::empty(DType::kF32, {c.S, c.nh, c.D});
+    ASSERT_TRUE(cpu_->rms_norm_rope(x, c.weighted ? &w : nullptr, 1e-6f, pos, inv, c.style, 0.8f,
+                                    want).ok());
+    expect_close("rms_norm_rope vs cpu", want, done, 5e-5);  // sin/cos of large fp32 angles
+  }
+}
+
 TEST_F(CudaOps, EmbeddingDequantizeAddCopy) {
   Tensor table = randn({30, 17}), tid = randint({8}, 0, 29), emb = Tensor::empty(DType::kF32, {8, 17});
   auto dt = on_device(table), dtid = on_device(tid), demb = on_device(emb);

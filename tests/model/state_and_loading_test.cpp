@@ -2,6 +2,7 @@
 // library (missing directory, missing tensor, unsupported family).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -50,6 +51,59 @@ TEST(ContiguousV4State, WindowEntriesAndErrors) {
   EXPECT_EQ(st.num_tokens(), 0);
   st.advance(7);
   EXPECT_EQ(st.num_tokens(), 7);
+}
+
+// The deferred reads/writes (one copy_many per flush) give the same rows as the immediate ones,
+// change nothing before the flush, and keep the bookkeeping (window_rows) and errors.
+TEST(ContiguousV4State, DeferredCopiesMatchImmediate) {
+  v4::StateDims dims{/*num_layers=*/2, /*window=*/6, /*head_dim=*/4, /*index_head_dim=*/3};
+  auto be = backend::make_cpu_backend();
+  v4::ContiguousV4State a(dims, be.get()), b(dims, be.get());
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&](int64_t r, int64_t c) {
+    std::vector<float> v(static_cast<size_t>(r * c));
+    for (float& x : v) x = u(gen);
+    return Tensor::from_f32({r, c}, v);
+  };
+  const Tensor win = random(5, 4), ent = random(3, 3);
+  ASSERT_TRUE(a.write_window(1, win).ok());
+  ASSERT_TRUE(a.append_entries(1, v4::CompressorKind::kIndexer, ent).ok());
+  v4::CopyList later;
+  ASSERT_TRUE(b.defer_write_window(1, win, later).ok());
+  EXPECT_EQ(b.window_rows(1), 5);  // bookkeeping at once
+  ASSERT_TRUE(b.append_entries(1, v4::CompressorKind::kIndexer, ent).ok());
+  ASSERT_TRUE(later.flush(*be).ok());
+  EXPECT_TRUE(later.src.empty() && later.dst.empty());
+  Tensor wa = Tensor::empty(DType::kF32, {5, 4}), wb = Tensor::empty(DType::kF32, {5, 4});
+  Tensor ea = Tensor::empty(DType::kF32, {3, 3}), eb = Tensor::empty(DType::kF32, {3, 3});
+  ASSERT_TRUE(a.read_window(1, wa).ok());
+  ASSERT_TRUE(a.read_entries(1, v4::CompressorKind::kIndexer, ea).ok());
+  std::fill(wb.data<float>(), wb.data<float>() + 20, 7.f);
+  ASSERT_TRUE(b.defer_read_window(1, wb, later).ok());
+  ASSERT_TRUE(b.defer_read_entries(1, v4::CompressorKind::kIndexer, eb, later).ok());
+  EXPECT_EQ(wb.data<float>()[0], 7.f);  // nothing copied before the flush
+  EXPECT_EQ(later.src.size(), 2u);
+  ASSERT_TRUE(later.flush(*be).ok());
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(wb.data<float>()[i], win.data<float>()[i]);
+    EXPECT_EQ(wa.data<float>()[i], win.data<float>()[i]);
+  }
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(eb.data<float>()[i], ea.data<float>()[i]);
+  // Errors as the immediate calls: a wrong shape, too many rows, a bad layer.
+  Tensor bad = Tensor::empty(DType::kF32, {4, 4});
+  EXPECT_FALSE(b.defer_read_window(1, bad, later).ok());
+  EXPECT_FALSE(b.defer_write_window(1, random(6, 4), later).ok());
+  EXPECT_FALSE(b.defer_read_entries(2, v4::CompressorKind::kMain, bad, later).ok());
+  EXPECT_TRUE(later.src.empty());
+  // copy_many itself: mismatched lists are an error naming both counts.
+  std::vector<Tensor> one{win};
+  std::vector<Tensor> none;
+  const Status st = be->copy_many(one, none);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("1 sources for 0 destinations"), std::string::npos) << st.message();
 }
 
 TEST(ModelLoading, ErrorsNameWhatIsWrong) {

@@ -522,6 +522,8 @@ bool attention_tc_enabled() {
 
 void set_attention_tc_override(int mode) { g_override.store(mode < 0 ? -1 : (mode ? 1 : 0)); }
 
+int attention_tc_override_value() { return g_override.load(std::memory_order_relaxed); }
+
 bool attention_tc_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool kv_same) {
   return nH > 0 && nH % kH == 0 && nKV == 1 && D == kD && Dv == kD && kv_same;
 }

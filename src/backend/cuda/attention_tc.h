@@ -16,6 +16,9 @@ namespace deepinfer::cuda::kernels {
 // set_attention_tc_override(1) forces tc, 0 forces simt, −1 returns to the environment's choice.
 bool attention_tc_enabled();
 void set_attention_tc_override(int mode);
+// The override set_attention_tc_override left: 1 (tc), 0 (simt) or −1 (none; the environment's
+// choice). attention_fd.cu's attention_kernel_requested reads it.
+int attention_tc_override_value();
 
 // True when attention_tc handles the call: nH a multiple of 64, one KV head, K and V the same
 // tensor, D = Dv = 512.

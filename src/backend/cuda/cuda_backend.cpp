@@ -7,13 +7,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/attention_fd.h"
 #include "backend/cuda/attention_tc.h"
 #include "backend/cuda/dequant.h"
+#include "backend/cuda/experts_mma.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_tc.h"
+#include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/sample_checks.h"
 #include "common/env.h"
@@ -332,10 +335,52 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       kernels::gemv_supported(fmt, K, fmt != 0, w.block_cols)) {
     const int64_t mt = kernels::gemv_tile_rows(M, K);
     if ((M + mt - 1) / mt <= 2) {  // the weight read at most twice (K ≤ 6400 at M = 8)
+      // One projection: session 5's kernel (gemv.cuh) — on the H200 it beat the pipelined
+      // gemv_multi.cuh on every V4 shape alone (wo_b 19.5 vs 25.2 µs); the latter (same bits) wins
+      // when it fuses projections (linear_multi) and runs alone only with DEEPINFER_GEMV_DENSE=
+      // single|deep.
+      static const std::string dense = env().gemv_dense;
+      if (groups == 1 && (dense == "single" || dense == "deep")) {
+        const kernels::GemvProjection pr{w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                                         out.data<float>(), GN};
+        if (kernels::gemv_multi(fmt, x.data<float>(), &pr, 1, scale_f32, M, K, w.block_rows,
+                                w.block_cols, dense == "deep", stream()))
+          return launched(op);
+      }
       kernels::gemv_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
                            scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
                            out.data<float>(), stream());
       return launched(op);
+    }
+  }
+  // Prefill-sized M (prefill_gemm.h, DEEPINFER_PREFILL_GEMM != 0, not under --batch-invariant):
+  // the weight dequantized exactly to bf16 into a workspace (≤ prefill::kWorkspaceBytes) and one
+  // cuBLAS bf16 GEMM over x's three bf16 terms stacked along K (fp32 accumulation). When the
+  // workspace cannot be had, the tensor-core kernel below serves the product.
+  // f32 scales (e.g. V3-style checkpoints) are almost never exact in bf16: left to the tensor
+  // cores rather than to the slow exact fallback.
+  if (!st_->batch_invariant && prefill::mode() != 0 && M >= prefill::kDenseMinRows && !scale_f32) {
+    prefill::DenseProblem pp;
+    pp.fmt = fmt;
+    pp.x = x.data<float>();
+    pp.w = w.w.raw();
+    pp.scale = fmt == 0 ? nullptr : w.scale.raw();
+    pp.scale_f32 = scale_f32;
+    pp.M = M;
+    pp.N = GN / groups;
+    pp.K = K;
+    pp.G = groups;
+    pp.br = fmt == 0 ? 1 : w.block_rows;
+    pp.bc = fmt == 0 ? 1 : w.block_cols;
+    pp.out = out.data<float>();
+    const prefill::DensePlan plan = prefill::plan_dense(pp);
+    if (plan.ok) {
+      auto ws = empty(DType::kU8, {static_cast<int64_t>(prefill::workspace_request(plan.bytes))});
+      if (ws.ok()) {
+        DI_RETURN_IF_ERROR(prefill::dense_linear(st_->blas.get(), pp, plan, ws.value().raw(),
+                                                 st_->num_sms, stream()));
+        return launched(op);
+      }
     }
   }
   // Tensor cores (linear_tc.cu) wherever the layout allows: for every M with --batch-invariant
@@ -375,6 +420,81 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                      scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
                      out.data<float>(), stream());
   return launched(op);
+}
+
+// Projections of one x in one GEMV launch (gemv_multi.cuh) where the decode path would run the
+// GEMV anyway: the same conditions as linear's GEMV branch, groups = 1, weights of one format
+// class (bf16, or e4m3 with the same scale dtype and block shape) fused up to 8 at a time. Every
+// other pair goes through linear (its checks, its errors), so the bits are linear's either way.
+Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weight* const> ws,
+                                 std::span<Tensor* const> outs) {
+  static const std::string dense = env().gemv_dense;
+  if (ws.size() != outs.size() || st_->batch_invariant || (dense != "multi" && dense != "deep"))
+    return Backend::linear_multi(x, ws, outs);
+  std::vector<char> done(ws.size(), 0);
+  const bool x_ok = x.dtype() == DType::kF32 && x.rank() == 2 && x.raw() != nullptr;
+  const int64_t M = x_ok ? x.dim(0) : 0, K = x_ok ? x.dim(1) : 0;
+  if (x_ok && M >= 1 && M <= kernels::kGemvMaxRows) {
+    const int64_t mt = kernels::gemv_tile_rows(M, K);
+    // Format class of pair i, or -1 when it is not for the fused launch: bit 0..1 fmt, bit 2
+    // f32 scales; block shape compared separately.
+    auto klass = [&](size_t i) -> int {
+      const backend::Weight* w = ws[i];
+      Tensor* o = outs[i];
+      if (w == nullptr || o == nullptr || !w->w.defined() || w->w.rank() != 2) return -1;
+      const DType dt = w->w.dtype();
+      const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : -1;
+      if (fmt < 0 || w->w.raw() == nullptr || w->cols() != K || w->rows() < 1) return -1;
+      if (o->dtype() != DType::kF32 || o->rank() != 2 || o->dim(0) != M ||
+          o->dim(1) != w->rows() || o->raw() == nullptr || o->raw() == x.raw())
+        return -1;
+      if ((fmt == 1) != w->scale.defined()) return -1;
+      bool sf32 = false;
+      if (fmt == 1) {
+        const DType st = w->scale.dtype();
+        if (st != DType::kF8E8M0 && st != DType::kF32) return -1;
+        sf32 = st == DType::kF32;
+        if (w->block_rows < 1 || w->block_cols < 8 || w->scale.rank() != 2 || w->scale.raw() == nullptr ||
+            w->scale.dim(0) != (w->rows() + w->block_rows - 1) / w->block_rows ||
+            w->scale.dim(1) != (K + w->block_cols - 1) / w->block_cols)
+          return -1;
+      }
+      if (!kernels::gemv_multi_supported(fmt, K, fmt == 1, w->block_cols) || (M + mt - 1) / mt > 2)
+        return -1;
+      return fmt | (sf32 ? 4 : 0);
+    };
+    std::vector<int> cls(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) cls[i] = klass(i);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (cls[i] < 0 || done[i]) continue;
+      // Pair i and the later ones of its class and block shape, up to the table size.
+      std::vector<size_t> members{i};
+      for (size_t j = i + 1; j < ws.size() && members.size() < kernels::kGemvMaxProjections; ++j)
+        if (!done[j] && cls[j] == cls[i] &&
+            (cls[i] == 0 || (ws[j]->block_rows == ws[i]->block_rows &&
+                             ws[j]->block_cols == ws[i]->block_cols)))
+          members.push_back(j);
+      if (members.size() < 2) continue;  // alone: linear runs the same kernel
+      std::vector<kernels::GemvProjection> pr;
+      for (size_t j : members)
+        pr.push_back({ws[j]->w.raw(), cls[i] == 0 ? nullptr : ws[j]->scale.raw(),
+                      outs[j]->data<float>(), ws[j]->rows()});
+      const int fmt = cls[i] & 3;
+      if (kernels::gemv_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
+                              (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
+                              dense == "deep", stream())) {
+        DI_RETURN_IF_ERROR(launched("linear_multi"));
+        for (size_t j : members) done[j] = 1;
+      }
+    }
+  }
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (done[i]) continue;
+    if (ws[i] == nullptr || outs[i] == nullptr)
+      return InvalidArgument("linear_multi: weight or output " + std::to_string(i) + " is null");
+    DI_RETURN_IF_ERROR(linear(x, *ws[i], *outs[i], 1));
+  }
+  return OkStatus();
 }
 
 namespace {
@@ -539,13 +659,63 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
                           pt.br, pt.bc, o.data<float>(), stream());
       return launched("moe_experts");
     };
+    // Prefill-sized batches (prefill_gemm.h; ≥ prefill::kExpertMinAvgRows slots per expert, not
+    // under --batch-invariant, DEEPINFER_PREFILL_GEMM = 2 or 3; off by default: 16×128 prefill of
+    // the bench model 12.0k tok/s with it, 17.2k without, H200 session 6): per-expert cuBLAS bf16 GEMMs over
+    // weights dequantized exactly to bf16, a chunk of experts at a time, in a workspace of at most
+    // prefill::kWorkspaceBytes. The per-expert row counts are needed on the host (cuBLAS takes
+    // the GEMM shapes there): one download of moe_group's offsets, i.e. one wait per MoE layer.
+    const bool prefill_path = !st_->batch_invariant && prefill::mode() >= 2 &&
+                              slots >= prefill::kExpertMinAvgRows * E;
+    std::vector<int32_t> row_off_host;
+    if (prefill_path) {
+      row_off_host.resize(E + 1);
+      DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(row_off_host.data(), row_off,
+                                              (E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                              stream()));
+      DI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+    }
+    auto project_any = [&](const ProjectionTable& pt, const Tensor& x_in, int64_t x_div,
+                           int64_t Np, int64_t Kp, Tensor& o) -> Status {
+      if (prefill_path && !pt.scale_f32 &&  // f32 scales: see linear
+          prefill::experts_supported(pt.fmt, x_in.data<float>(), pt.s.size() > 0, Np, Kp, pt.bc)) {
+        prefill::ExpertsProblem pp;
+        pp.fmt = pt.fmt;
+        pp.x = x_in.data<float>();
+        pp.x_div = x_div;
+        pp.ids = ids.data<int32_t>();
+        pp.perm = perm;
+        pp.row_off = row_off_host.data();
+        pp.slots = slots;
+        pp.E = E;
+        pp.w_table = static_cast<const void* const*>(pt.w.data());
+        pp.s_table = static_cast<const void* const*>(pt.s.data());
+        pp.scale_f32 = pt.scale_f32;
+        pp.N = Np;
+        pp.K = Kp;
+        pp.br = pt.br;
+        pp.bc = pt.bc;
+        pp.out = o.data<float>();
+        const prefill::ExpertsPlan plan = prefill::plan_experts(pp, prefill::chunk_experts());
+        if (plan.ok) {
+          auto ws = empty(DType::kU8, {static_cast<int64_t>(prefill::workspace_request(plan.bytes))});
+          if (ws.ok()) {
+            DI_RETURN_IF_ERROR(prefill::experts_linear(st_->blas.get(), pp, plan,
+                                                       ws.value().raw(), st_->num_sms,
+                                                       prefill::mode() == 2, stream()));
+            return launched("moe_experts");
+          }
+        }
+      }  // else (layout, or no workspace): the tensor-core grouped GEMM
+      return project(pt, x_in, x_div, Np, Kp, o);
+    };
     // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
     DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
-    DI_RETURN_IF_ERROR(project(g, x, k, 2 * I, H, gu));
+    DI_RETURN_IF_ERROR(project_any(g, x, k, 2 * I, H, gu));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    DI_RETURN_IF_ERROR(project(d, act, 1, H, I, slot_out));
+    DI_RETURN_IF_ERROR(project_any(d, act, 1, H, I, slot_out));
     return combine_slots(slot_out, weights, k, out);
   }
   // Decode-sized batches: slots grouped by expert on the device, then the streaming GEMV reads
@@ -566,11 +736,25 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // of V4) where it applies, else session 4's; both give the same bits.
     // DEEPINFER_GEMV_EXPERTS=1 keeps session 4's everywhere (to compare speed).
     static const bool v2 = env().gemv_experts_version != 1;
+    // Session 6 (issue 7): the tensor-core kernel (experts_mma.h: FP4 with 1×32 ue8m0 scales)
+    // where it applies, unless --batch-invariant (its bits do not depend on the grouping by
+    // construction, but that rests on the tensor core summing a column independently of the
+    // others, which NVIDIA does not document) or DEEPINFER_EXPERTS_MMA=0 (the GEMV above).
+    static const bool mma = env().experts_mma;
     auto project = [&](const ProjectionTable& t, const float* in, int64_t x_div, int64_t N,
-                       int64_t K, float* o) {
+                       int64_t K, float* o) -> Status {
       const auto* w = static_cast<const void* const*>(t.w.data());
       const auto* sc = static_cast<const void* const*>(t.s.data());
-      if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
+      if (mma && !st_->batch_invariant &&
+          kernels::experts_mma_supported(t.fmt, slots, E, t.s.size() > 0, t.scale_f32, t.gemv_vec,
+                                         N, K, t.br, t.bc)) {
+        const int64_t x_rows = (slots + x_div - 1) / x_div;  // [x_rows, K] input rows
+        const int64_t ws_floats =
+            static_cast<int64_t>((kernels::experts_mma_workspace_bytes(x_rows, K) + 3) / 4);
+        DI_ASSIGN_OR_RETURN(Tensor ws, empty(DType::kF32, {ws_floats}));
+        kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
+                             ws.data<float>(), o, stream());
+      } else if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
                                                    N, K, t.bc)) {
         kernels::gemv_experts_v2(in, x_div, perm, row_off, act_off, slots, E, w, sc, t.scale_f32,
                                  N, K, t.br, t.bc, o, stream());
@@ -625,6 +809,22 @@ Status CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_f
   return launched("rope");
 }
 
+Status CudaBackend::rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
+                                  const Tensor& positions, const Tensor& inv_freq,
+                                  backend::RopeStyle style, float mscale, Tensor& out) {
+  if (x.rank() != 3 || !kernels::rms_norm_rope_supported(x.dim(2)))
+    return Backend::rms_norm_rope(x, weight, eps, positions, inv_freq, style, mscale, out);
+  const char* op = "rms_norm_rope";
+  DI_ASSIGN_OR_RETURN(const auto d, check_rope(x, positions, inv_freq));
+  DI_RETURN_IF_ERROR(check_tensor(op, "out", out, DType::kF32, {d.S, d.nh, d.D}));
+  if (weight) DI_RETURN_IF_ERROR(check_tensor(op, "weight", *weight, DType::kF32, {d.D}));
+  kernels::rms_norm_rope(x.data<float>(), weight ? weight->data<float>() : nullptr,
+                         positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
+                         d.half, eps, style == backend::RopeStyle::kInterleavedTrailing, mscale,
+                         out.data<float>(), stream());
+  return launched(op);
+}
+
 Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_offsets, const Tensor& key_ids,
                               const Tensor* sinks, float scale, Tensor& out, int64_t max_keys) {
@@ -634,9 +834,27 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
     return Unimplemented("attention (cuda): head widths " + std::to_string(d.D) + "/" +
                          std::to_string(d.Dv) + " need more shared memory than a block has");
   if (max_keys < 0 || max_keys > d.nnz) max_keys = d.nnz;
-  // V4's layout on the tensor-core kernel when DEEPINFER_CUDA_ATTENTION=tc (attention_tc.cu);
-  // the choice depends on the layout and the setting only, never on the batch.
-  if (kernels::attention_tc_enabled() &&
+  // V4's layout (64·n heads over one shared K = V head of 512): DEEPINFER_CUDA_ATTENTION picks
+  // the kernel (attention_fd.h): fd / auto → the split-key tensor-core kernel (attention_fd.cu;
+  // its plan cuts each token's keys by (batch, longest list) — under --batch-invariant by the
+  // token's own key count only), tc → attention_tc.cu, simt (default) → attention.cu.
+  const int requested = kernels::attention_kernel_requested();
+  if ((requested == kernels::kAttentionFd || requested == kernels::kAttentionAuto) &&
+      kernels::attention_fd_supports(d.nH, d.nKV, d.D, d.Dv, k.raw() == v.raw())) {
+    const kernels::AttentionFdPlan plan = kernels::attention_fd_plan(
+        d.S, d.nH, max_keys, st_->num_sms, st_->batch_invariant);
+    Tensor fd_parts;
+    if (plan.parts_floats > 0) {
+      DI_ASSIGN_OR_RETURN(fd_parts, empty(DType::kF32, {plan.parts_floats}));
+    }
+    kernels::attention_fd(q.data<float>(), k.data<float>(), key_offsets.data<int32_t>(),
+                          key_ids.data<int32_t>(), d.nnz, sinks ? sinks->data<float>() : nullptr,
+                          d.S, d.nH, d.T, scale, out.data<float>(),
+                          plan.parts_floats > 0 ? fd_parts.data<float>() : nullptr, plan,
+                          flag_of(st_->error_flag), stream());
+    return launched("attention");
+  }
+  if (requested == kernels::kAttentionTc &&
       kernels::attention_tc_supports(d.nH, d.nKV, d.D, d.Dv, k.raw() == v.raw())) {
     const int64_t slice = kernels::attention_tc_slice_tokens(d.S, d.nH, max_keys);
     Tensor tc_parts;
@@ -785,6 +1003,83 @@ Status CudaBackend::hc_expand(const Tensor& x, const Tensor& y, const Tensor& po
   return launched("hc_expand");
 }
 
+namespace {
+// Whether an mHC site runs on the fused kernels (hyper_connection.cu hc_pre). Under
+// --batch-invariant the composed path serves every S: the fused kernels' row bits do not depend
+// on S, but S > kHcPreMaxRows would switch paths (and bits) with the batch size.
+bool hc_fused(bool batch_invariant, const Tensor& x, const Tensor& scale,
+              const backend::HcParams& p) {
+  static const bool on = env().cuda_hc != "composed";
+  return on && !batch_invariant && x.rank() == 3 && x.dim(0) <= CudaBackend::kHcPreMaxRows &&
+         kernels::hc_pre_supported(p.hc, scale.numel() == 1);
+}
+
+// hc_pre's arguments (backend.h); S, hc, H of the streams.
+StatusOr<StreamDims> check_hc_pre(const Tensor& x, const Tensor& fn, const Tensor& base,
+                                  const Tensor& scale, const backend::HcParams& p,
+                                  const Tensor* post, const Tensor* comb,
+                                  const Tensor& collapsed) {
+  const char* op = "hc_pre";
+  DI_RETURN_IF_ERROR(check_rank(op, "x", x, DType::kF32, 3));
+  const int64_t S = x.dim(0), hc = x.dim(1), H = x.dim(2);
+  const bool head = scale.numel() == 1;
+  if (hc != p.hc || p.sinkhorn_iters < 1)
+    return InvalidArgument("hc_pre: x " + x.describe() + " has " + std::to_string(hc) +
+                           " streams, params.hc is " + std::to_string(p.hc) +
+                           " (sinkhorn_iters " + std::to_string(p.sinkhorn_iters) + ", need >= 1)");
+  const int64_t N = head ? hc : (2 + hc) * hc;
+  DI_RETURN_IF_ERROR(check_tensor(op, "fn", fn, DType::kF32, {N, hc * H}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "base", base, DType::kF32, {N}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "scale", scale, DType::kF32, {head ? 1 : 3}));
+  DI_RETURN_IF_ERROR(check_tensor(op, "out", collapsed, DType::kF32, {S, H}));
+  if (!head) {
+    if (!post || !comb) return InvalidArgument("hc_pre: post and comb are required with scale [3]");
+    DI_RETURN_IF_ERROR(check_tensor(op, "post", *post, DType::kF32, {S, hc}));
+    DI_RETURN_IF_ERROR(check_tensor(op, "comb", *comb, DType::kF32, {S, hc, hc}));
+  }
+  return StreamDims{S, hc, H};
+}
+}  // namespace
+
+Status CudaBackend::hc_pre_fused(const Tensor& x, const Tensor& fn, const Tensor& base,
+                                 const Tensor& scale, const backend::HcParams& p, float norm_eps,
+                                 Tensor* post, Tensor* comb, Tensor& collapsed,
+                                 const kernels::HcExpandIn* expand) {
+  DI_ASSIGN_OR_RETURN(const auto d, check_hc_pre(x, fn, base, scale, p, post, comb, collapsed));
+  if (d.S == 0 || d.H == 0) return OkStatus();
+  const bool head = scale.numel() == 1;
+  const int64_t N = head ? d.hc : (2 + d.hc) * d.hc;
+  DI_ASSIGN_OR_RETURN(Tensor part,
+                      empty(DType::kF32, {kernels::hc_pre_chunks(d.hc * d.H), d.S, N + 1}));
+  kernels::hc_pre(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), d.S,
+                  d.hc, d.H, p.sinkhorn_iters, p.hc_eps, norm_eps, head, part.data<float>(),
+                  head ? nullptr : post->data<float>(), head ? nullptr : comb->data<float>(),
+                  collapsed.data<float>(), stream(), expand);
+  return launched(expand ? "hc_expand_pre" : "hc_pre");
+}
+
+Status CudaBackend::hc_pre(const Tensor& x, const Tensor& fn, const Tensor& base,
+                           const Tensor& scale, const backend::HcParams& p, float norm_eps,
+                           Tensor* post, Tensor* comb, Tensor& collapsed) {
+  if (!hc_fused(st_->batch_invariant, x, scale, p))
+    return Backend::hc_pre(x, fn, base, scale, p, norm_eps, post, comb, collapsed);
+  return hc_pre_fused(x, fn, base, scale, p, norm_eps, post, comb, collapsed, nullptr);
+}
+
+Status CudaBackend::hc_expand_pre(const Tensor& x_prev, const Tensor& y, const Tensor& post_prev,
+                                  const Tensor& comb_prev, Tensor& x, const Tensor& fn,
+                                  const Tensor& base, const Tensor& scale,
+                                  const backend::HcParams& p, float norm_eps, Tensor* post,
+                                  Tensor* comb, Tensor& collapsed) {
+  if (!hc_fused(st_->batch_invariant, x, scale, p))
+    return Backend::hc_expand_pre(x_prev, y, post_prev, comb_prev, x, fn, base, scale, p,
+                                  norm_eps, post, comb, collapsed);
+  DI_RETURN_IF_ERROR(check_hc_expand(x_prev, y, post_prev, comb_prev, x).status());
+  const kernels::HcExpandIn ex{x_prev.data<float>(), y.data<float>(), post_prev.data<float>(),
+                               comb_prev.data<float>(), x.data<float>()};
+  return hc_pre_fused(x, fn, base, scale, p, norm_eps, post, comb, collapsed, &ex);
+}
+
 Status CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   DI_RETURN_IF_ERROR(check_add(a, b, out));
   kernels::add(a.data<float>(), b.data<float>(), a.numel(), out.data<float>(), stream());
@@ -796,6 +1091,35 @@ Status CudaBackend::copy(const Tensor& src, Tensor& dst) {
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(),
                                           cudaMemcpyDeviceToDevice, stream()));
   return OkStatus();
+}
+
+// One launch per kCopyManyMax pairs (copy_many.cu) instead of a cudaMemcpyAsync per pair; a
+// single pair stays a memcpy.
+Status CudaBackend::copy_many(std::span<const Tensor> srcs, std::span<Tensor> dsts) {
+  if (srcs.size() != dsts.size())
+    return InvalidArgument("copy_many: " + std::to_string(srcs.size()) + " sources for " +
+                           std::to_string(dsts.size()) + " destinations");
+  if (srcs.size() == 1) return copy(srcs[0], dsts[0]);
+  kernels::CopyManyTable t;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    DI_RETURN_IF_ERROR(check_copy(srcs[i], dsts[i]));
+    const uint64_t bytes = srcs[i].nbytes();
+    if (bytes == 0) continue;
+    if (bytes % 4 != 0) {  // sub-word dtypes: one memcpy for this pair
+      DI_RETURN_IF_ERROR(copy(srcs[i], dsts[i]));
+      continue;
+    }
+    t.src[t.n] = srcs[i].raw();
+    t.dst[t.n] = dsts[i].raw();
+    t.bytes[t.n] = static_cast<int64_t>(bytes);
+    if (++t.n == kernels::kCopyManyMax) {
+      kernels::copy_many(t, stream());
+      DI_RETURN_IF_ERROR(launched("copy_many"));
+      t.n = 0;
+    }
+  }
+  kernels::copy_many(t, stream());
+  return launched("copy_many");
 }
 
 // The row parameters go to the device as they are: same layout on both sides.

@@ -22,6 +22,9 @@ struct CudaBackendOptions {
 };
 
 class TensorCache;
+namespace kernels {
+struct HcExpandIn;  // kernels.h
+}  // namespace kernels
 
 class CudaBackend : public backend::Backend {
  public:
@@ -59,6 +62,10 @@ class CudaBackend : public backend::Backend {
   // scratch fp32 weight and uses cuBLAS.
   Status linear(const backend::Tensor& x, const backend::Weight& w, backend::Tensor& out,
                 int64_t groups) override;
+  // Projections of one x at decode-sized M: weights of one format class in one streaming-GEMV
+  // launch (gemv_multi.cuh; DEEPINFER_GEMV_DENSE), each output bitwise equal to linear's.
+  Status linear_multi(const backend::Tensor& x, std::span<const backend::Weight* const> ws,
+                      std::span<backend::Tensor* const> outs) override;
   // Routed experts in place on the device for small batches (S·k ≤ 128, or always with
   // --batch-invariant): one product kernel per projection over all (token, pick) slots, each slot
   // reading its expert's weight through pointer tables built by prepare_experts; larger batches
@@ -72,6 +79,11 @@ class CudaBackend : public backend::Backend {
   Status rope(backend::Tensor& x, const backend::Tensor& positions,
               const backend::Tensor& inv_freq, backend::RopeStyle style, float mscale,
               bool inverse) override;
+  // One kernel (elementwise.cu rms_norm_rope, bitwise rms_norm then rope) for heads narrower than
+  // 2048, else the base implementation.
+  Status rms_norm_rope(const backend::Tensor& x, const backend::Tensor* weight, float eps,
+                       const backend::Tensor& positions, const backend::Tensor& inv_freq,
+                       backend::RopeStyle style, float mscale, backend::Tensor& out) override;
   Status attention(const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
                    const backend::Tensor& key_offsets, const backend::Tensor& key_ids,
                    const backend::Tensor* sinks, float scale, backend::Tensor& out,
@@ -102,8 +114,24 @@ class CudaBackend : public backend::Backend {
                      backend::Tensor& out) override;
   Status hc_expand(const backend::Tensor& x, const backend::Tensor& y, const backend::Tensor& post,
                    const backend::Tensor& comb, backend::Tensor& out) override;
+  // One mHC site in two kernels (hyper_connection.cu hc_pre) for S <= kHcPreMaxRows tokens and
+  // hc <= 4; otherwise, under --batch-invariant, or with DEEPINFER_CUDA_HC=composed, the base
+  // implementation (rms_norm → matmul → hc_coeffs → hc_collapse).
+  static constexpr int64_t kHcPreMaxRows = 64;
+  Status hc_pre(const backend::Tensor& x, const backend::Tensor& fn, const backend::Tensor& base,
+                const backend::Tensor& scale, const backend::HcParams& params, float norm_eps,
+                backend::Tensor* post, backend::Tensor* comb, backend::Tensor& collapsed) override;
+  // The same with the previous site's hc_expand done by the first kernel (x written bitwise as
+  // hc_expand writes it); same conditions, else the base implementation.
+  Status hc_expand_pre(const backend::Tensor& x_prev, const backend::Tensor& y,
+                       const backend::Tensor& post_prev, const backend::Tensor& comb_prev,
+                       backend::Tensor& x, const backend::Tensor& fn, const backend::Tensor& base,
+                       const backend::Tensor& scale, const backend::HcParams& params,
+                       float norm_eps, backend::Tensor* post, backend::Tensor* comb,
+                       backend::Tensor& collapsed) override;
   Status add(const backend::Tensor& a, const backend::Tensor& b, backend::Tensor& out) override;
   Status copy(const backend::Tensor& src, backend::Tensor& dst) override;
+  Status copy_many(std::span<const backend::Tensor> srcs, std::span<backend::Tensor> dsts) override;
   // Sampling on the device (sampling.h): one block per row; only the ids need to leave the GPU.
   Status sample(const backend::Tensor& logits, std::span<const backend::SampleRowParams> rows,
                 backend::Tensor& ids) override;
@@ -117,6 +145,12 @@ class CudaBackend : public backend::Backend {
   struct State;
   explicit CudaBackend(std::unique_ptr<State> state);
   Status launched(const char* op);  // checks the launch of the op just queued
+  // hc_pre / hc_expand_pre on the fused kernels (expand null: no expand).
+  Status hc_pre_fused(const backend::Tensor& x, const backend::Tensor& fn,
+                      const backend::Tensor& base, const backend::Tensor& scale,
+                      const backend::HcParams& p, float norm_eps, backend::Tensor* post,
+                      backend::Tensor* comb, backend::Tensor& collapsed,
+                      const kernels::HcExpandIn* expand);
   std::unique_ptr<State> st_;
 };
 

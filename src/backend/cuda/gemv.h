@@ -27,6 +27,26 @@ void gemv_linear(int fmt, const float* x, const void* w, const void* scale, bool
                  int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
                  int64_t block_cols, float* out, cudaStream_t s);
 
+// Session 6 (gemv_multi.cuh): several projections of the same x in ONE launch, each warp keeping
+// its next weight loads in flight while it computes. out_j [M, N_j] = x [M, K] · deq(W_j [N_j, K])ᵀ,
+// bitwise equal to gemv_linear of each projection alone. Formats: bf16 (unscaled) and e4m3 with
+// block scales (ue8m0 or f32, the same dtype and block shape for every projection); rows 16-byte
+// aligned (row bytes % 16 == 0, aligned pointers); groups = 1; x rows of K floats, contiguous.
+constexpr int kGemvMaxProjections = 8;
+struct GemvProjection {
+  const void* w = nullptr;      // [N, K] stored
+  const void* scale = nullptr;  // [ceil(N / block_rows), ceil(K / block_cols)], null for bf16
+  float* out = nullptr;         // [M, N] contiguous
+  int64_t N = 0;
+};
+bool gemv_multi_supported(int fmt, int64_t K, bool scaled, int64_t block_cols);
+// false (nothing launched) when the layout is refused: the caller runs gemv_linear per weight.
+// deep: one CTA of 8 warps per SM with 8 loads per lane per step (else two CTAs, 4 loads);
+// a speed choice only, the bits are the same.
+bool gemv_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, bool scale_f32,
+                int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, bool deep,
+                cudaStream_t s);
+
 // Routed experts, slots grouped on the device by moe_group (kernels.h) with tile_rows >= slots,
 // so that tile_off[e] counts the active experts before e: for every grouped slot,
 // out[slot, n] = x[slot / x_div] · deq(W_e[n]) (W_e at w_table[e], scales at s_table[e] or null);

@@ -40,6 +40,12 @@ constexpr int64_t kRopeMaxHalf = 512;
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
           int64_t D, int64_t half, bool interleaved_trailing, float mscale, bool inverse,
           cudaStream_t s);
+// y[S, nh, D] = rope(rms_norm(x) per head row (· w[D] if non-null)), forward rotation; bitwise
+// rms_norm then rope for D where rms_norm_rope_supported(D) (rows narrower than 2048). y may be x.
+bool rms_norm_rope_supported(int64_t D);
+void rms_norm_rope(const float* x, const float* w, const int32_t* positions, const float* inv_freq,
+                   int64_t S, int64_t nh, int64_t D, int64_t half, float eps,
+                   bool interleaved_trailing, float mscale, float* y, cudaStream_t s);
 // out[M, I] = silu(min(g, lim)) · clamp(u, -lim, lim), gate_up[M, 2I]; lim <= 0: no clamp.
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s);
 // out[n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c].
@@ -53,6 +59,27 @@ void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_
                  cudaStream_t s);
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
                int64_t hc, int64_t H, float* out, cudaStream_t s);
+// One whole mHC site (backend.h hc_pre) in two kernels: partial products of X [S, hc·H] with
+// fn [N, hc·H] (N = head ? hc : (2+hc)·hc) and Σx² per 128-column chunk over many CTAs, then per
+// row the norm, the Sinkhorn coefficients and the collapse out [S, H]. part: scratch of
+// hc_pre_chunks(hc·H) · S · (N+1) floats. post/comb unused when head. A row's bits do not depend
+// on S. Supported when hc_pre_supported(hc, head).
+// With `expand` (hc_expand_pre): kernel 1 first computes the previous site's expand
+// x_new = post ⊗ y + Cᵀ·x_prev for its chunk (hc_expand's arithmetic, written to x_new) and the
+// site runs on x_new (`x` is ignored).
+struct HcExpandIn {
+  const float* x_prev;  // [S, hc, H]
+  const float* y;       // [S, H]
+  const float* post;    // [S, hc]
+  const float* comb;    // [S, hc, hc]
+  float* x_new;         // [S, hc, H], must not alias x_prev
+};
+bool hc_pre_supported(int64_t hc, bool head);
+int64_t hc_pre_chunks(int64_t K);
+void hc_pre(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
+            int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
+            float* part, float* post, float* comb, float* out, cudaStream_t s,
+            const HcExpandIn* expand = nullptr);
 // out[S, T] indexer scores (see backend.h indexer_scores).
 // key_start [S] may be null (every row reads keys from row 0); Tk = rows of keys.
 void indexer_scores(const float* q, const float* weights, const float* keys,
@@ -159,6 +186,16 @@ void compressor_slots(const float* kv, const float* gate, const float* ape,
                       int64_t coff, int64_t d, float* values, float* scores, float* next_kv,
                       float* next_gate, cudaStream_t s);
 void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s);
+// copy_many.cu: up to kCopyManyMax device-to-device copies in one launch; every byte count a
+// multiple of 4 (the pairs of one launch must not overlap).
+constexpr int kCopyManyMax = 160;
+struct CopyManyTable {
+  const void* src[kCopyManyMax];
+  void* dst[kCopyManyMax];
+  int64_t bytes[kCopyManyMax];
+  int n = 0;
+};
+void copy_many(const CopyManyTable& t, cudaStream_t s);
 // Elementwise conversion of a weight tensor to fp32: dtype 0 = f32 copy, 1 = bf16, 2 = f16.
 void to_f32(const void* in, int dtype, int64_t n, float* out, cudaStream_t s);
 

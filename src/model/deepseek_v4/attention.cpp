@@ -19,39 +19,55 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
   const bool compressed = w.compressor != nullptr;
   const Tensor& positions = batch.positions;
 
-  // §4.1 projections, over every row of the step.
+  // §4.1 projections, over every row of the step. Every projection of x — wq_a, wkv and, on
+  // compressed layers, the compressors' wkv / wgate (§6.3; on CSA layers the indexer's
+  // compressor and weights_proj too) — in one linear_multi call, and on CSA layers wq_b with the
+  // indexer's wq_b (both read q_res): the same products, which a device backend runs in fewer
+  // launches.
   DI_EMPTY(q_a, be, DType::kF32, {S, d.Rq});
-  DI_RETURN_IF_ERROR(be.linear(x, w.wq_a, q_a));
-  DI_EMPTY(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
-  DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, q_res));
-  DI_EMPTY(q, be, DType::kF32, {S, d.nH * d.D});
-  DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q));
-  Tensor q_heads = q.view({S * d.nH, d.D});
-  DI_RETURN_IF_ERROR(be.rms_norm(q_heads, nullptr, d.eps, q_heads));  // unweighted, per head
-  Tensor q3 = q.view({S, d.nH, d.D});
-  DI_RETURN_IF_ERROR(be.rope(q3, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, false));
   DI_EMPTY(kv_raw, be, DType::kF32, {S, d.D});
-  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, kv_raw));
-  DI_EMPTY(kv, be, DType::kF32, {S, d.D});                   // key = value
-  DI_RETURN_IF_ERROR(be.rms_norm(kv_raw, &w.kv_norm, d.eps, kv));
-  Tensor kv3 = kv.view({S, 1, d.D});
-  DI_RETURN_IF_ERROR(be.rope(kv3, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, false));
-
-  // Compressor projections over every row at once, then per sequence: compressors (§6.3); their
-  // index keys go back to back for one indexer call.
-  Tensor ckv, cgate, ikv, igate;
+  Tensor ckv, cgate, ikv, igate;  // compressor projections [S, coff·d]
+  IndexerProjections iproj;       // CSA: q_idx [S, nI·cI], head_w [S, nI]
+  std::vector<const Weight*> x_w{&w.wq_a, &w.wkv};
+  std::vector<Tensor*> x_out{&q_a, &kv_raw};
   if (compressed) {
     const int64_t cd = w.compressor->coff * w.compressor->d;
     DI_ASSIGN_OR_RETURN(ckv, be.empty(DType::kF32, {S, cd}));
     DI_ASSIGN_OR_RETURN(cgate, be.empty(DType::kF32, {S, cd}));
-    DI_RETURN_IF_ERROR(compressor_project(be, *w.compressor, x, ckv, cgate));
+    x_w.insert(x_w.end(), {&w.compressor->wkv, &w.compressor->wgate});
+    x_out.insert(x_out.end(), {&ckv, &cgate});
     if (csa) {
       const CompressorWeights& ic = w.indexer->compressor;
       DI_ASSIGN_OR_RETURN(ikv, be.empty(DType::kF32, {S, ic.coff * ic.d}));
       DI_ASSIGN_OR_RETURN(igate, be.empty(DType::kF32, {S, ic.coff * ic.d}));
-      DI_RETURN_IF_ERROR(compressor_project(be, ic, x, ikv, igate));
+      DI_ASSIGN_OR_RETURN(iproj.head_w, be.empty(DType::kF32, {S, d.nI}));
+      x_w.insert(x_w.end(), {&ic.wkv, &ic.wgate, &w.indexer->weights_proj});
+      x_out.insert(x_out.end(), {&ikv, &igate, &iproj.head_w});
     }
   }
+  DI_RETURN_IF_ERROR(be.linear_multi(x, x_w, x_out));
+  DI_EMPTY(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
+  DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, q_res));
+  DI_EMPTY(q, be, DType::kF32, {S, d.nH * d.D});
+  if (iproj.head_w.defined()) {  // CSA
+    DI_ASSIGN_OR_RETURN(iproj.q_idx, be.empty(DType::kF32, {S, d.nI * d.cI}));
+    const Weight* qw[] = {&w.wq_b, &w.indexer->wq_b};
+    Tensor* qo[] = {&q, &iproj.q_idx};
+    DI_RETURN_IF_ERROR(be.linear_multi(q_res, qw, qo));
+  } else {
+    DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q));
+  }
+  Tensor q3 = q.view({S, d.nH, d.D});  // rms per head (unweighted), then rope: one op
+  DI_RETURN_IF_ERROR(be.rms_norm_rope(q3, nullptr, d.eps, positions, rope.inv_freq,
+                                      RopeStyle::kInterleavedTrailing, rope.mscale, q3));
+  DI_EMPTY(kv, be, DType::kF32, {S, d.D});                   // key = value
+  Tensor kv3 = kv.view({S, 1, d.D});  // rmsw(kv_raw; kv_norm), then rope: one op
+  DI_RETURN_IF_ERROR(be.rms_norm_rope(kv_raw.view({S, 1, d.D}), &w.kv_norm, d.eps, positions,
+                                      rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale,
+                                      kv3));
+
+  // Per sequence: compressors (§6.3, projected above over every row at once); their index keys
+  // go back to back for one indexer call.
   const size_t B = batch.seqs.size();
   std::vector<int64_t> entries(B, 0), window(B, 0), base(B + 1, 0), index_base(B + 1, 0);
   for (size_t i = 0; i < B; ++i) {
@@ -76,6 +92,9 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
 
   // §5.5 the indexer over every row at once: row s of sequence i sees the entries w < ⌊(p+1)/m⌋
   // of its own keys; the picks stay on the device.
+  // The per-sequence state rows a step reads and writes go to the backend in one copy_many
+  // each (index keys; window + chunk + entries; the new windows) instead of a copy per piece.
+  CopyList copies;
   Tensor picks;  // [S, topk] I32
   std::vector<int32_t> visible;
   if (csa) {
@@ -87,7 +106,8 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
       const SeqSlice& sq = batch.seqs[i];
       if (index_base[i + 1] > index_base[i]) {
         Tensor mine = index_keys.rows(index_base[i], index_base[i + 1]);
-        DI_RETURN_IF_ERROR(sq.state->read_entries(layer, CompressorKind::kIndexer, mine));
+        DI_RETURN_IF_ERROR(
+            sq.state->defer_read_entries(layer, CompressorKind::kIndexer, mine, copies));
       }
       for (int64_t s = 0; s < sq.len; ++s) {
         visible[sq.begin + s] =
@@ -97,8 +117,10 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
       width = std::max(width, index_base[i + 1] - index_base[i]);
     }
     DI_ASSIGN_OR_RETURN(picks, be.empty(DType::kI32, {S, d.topk}));
+    DI_RETURN_IF_ERROR(copies.flush(be));
     DI_RETURN_IF_ERROR(indexer_select(be, d, *w.indexer, rope, q_res, x, positions, visible,
-                                      key_start, index_keys, width, picks));
+                                      key_start, index_keys, width, picks,
+                                      iproj.q_idx.defined() ? &iproj : nullptr));
   }
 
   // Keys of sequence i at [base_i, base_{i+1}): [window rows of its cache | its chunk's kv |
@@ -113,12 +135,12 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
     DeepseekV4State& state = *sq.state;
     const int64_t nwin = window[i], T = entries[i], b0 = base[i];
     Tensor cached = keys.rows(b0, b0 + nwin);
-    DI_RETURN_IF_ERROR(state.read_window(layer, cached));
+    DI_RETURN_IF_ERROR(state.defer_read_window(layer, cached, copies));
     Tensor chunk_rows = keys.rows(b0 + nwin, b0 + nwin + sq.len);
-    DI_RETURN_IF_ERROR(be.copy(kv.rows(sq.begin, sq.begin + sq.len), chunk_rows));
+    copies.add(kv.rows(sq.begin, sq.begin + sq.len), chunk_rows);
     if (T > 0) {
       Tensor entry_rows = keys.rows(b0 + nwin + sq.len, b0 + nwin + sq.len + T);
-      DI_RETURN_IF_ERROR(state.read_entries(layer, CompressorKind::kMain, entry_rows));
+      DI_RETURN_IF_ERROR(state.defer_read_entries(layer, CompressorKind::kMain, entry_rows, copies));
     }
     const int64_t first_pos = sq.past - nwin;  // position of window row 0
     for (int64_t s = 0; s < sq.len; ++s) {
@@ -139,6 +161,7 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
       max_keys = std::max<int64_t>(max_keys, offsets[sq.begin + s + 1] - offsets[sq.begin + s]);
     }
   }
+  DI_RETURN_IF_ERROR(copies.flush(be));
   // One upload: [offsets (S+1) | ids (nnz) | layout (3S, CSA)].
   const int64_t nnz = static_cast<int64_t>(ids.size());
   std::vector<int32_t> lists;
@@ -170,8 +193,9 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
     const SeqSlice& sq = batch.seqs[i];
     const int64_t end = base[i] + window[i] + sq.len;
     const int64_t keep = std::min<int64_t>(d.W - 1, window[i] + sq.len);
-    DI_RETURN_IF_ERROR(sq.state->write_window(layer, keys.rows(end - keep, end)));
+    DI_RETURN_IF_ERROR(sq.state->defer_write_window(layer, keys.rows(end - keep, end), copies));
   }
+  DI_RETURN_IF_ERROR(copies.flush(be));
   return OkStatus();
 }
 

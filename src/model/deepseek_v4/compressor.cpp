@@ -8,8 +8,9 @@ namespace deepinfer::model::v4 {
 
 Status compressor_project(backend::Backend& be, const CompressorWeights& w, const Tensor& x,
                           Tensor& kv, Tensor& gate) {
-  DI_RETURN_IF_ERROR(be.linear(x, w.wkv, kv));
-  return be.linear(x, w.wgate, gate);
+  const Weight* ws[] = {&w.wkv, &w.wgate};  // one x: one launch where the backend fuses them
+  Tensor* outs[] = {&kv, &gate};
+  return be.linear_multi(x, ws, outs);
 }
 
 Status compressor_update(backend::Backend& be, const Dims& d, const CompressorWeights& w,

@@ -13,6 +13,13 @@ Status hc_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w, const
 Status hc_expand(backend::Backend& be, const Tensor& streams, const Tensor& y, const Tensor& post,
                  const Tensor& comb, Tensor& out);
 
+// HC_expand of the previous site then HC_map of this one (one fused call on the GPU):
+// streams [S, hc, H] (out) = post_prev ⊗ y + Cᵀ·prev, then as hc_map(streams). prev [S, hc, H],
+// y [S, H], post_prev [S, hc], comb_prev [S, hc, hc]; streams must not alias prev.
+Status hc_expand_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w, const Tensor& prev,
+                     const Tensor& y, const Tensor& post_prev, const Tensor& comb_prev,
+                     Tensor& streams, Tensor& post, Tensor& comb, Tensor& collapsed);
+
 // HyperHead (§3.3): streams [S, hc, H] -> h [S, H].
 Status hyper_head(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
                   const Tensor& streams, Tensor& h);

@@ -13,10 +13,17 @@ namespace deepinfer::model::v4 {
 // keys [Tk, cI] (every sequence's index keys back to back), per row (host): visible[s] (entries
 // the row may see) and key_start[s] (its sequence's first key row); width >= every visible[s].
 // selected [S, topk] I32 (-1 = empty slot; the valid picks are the first min(topk, visible[s])).
+// `pre`: the indexer's two projections when the caller computed them already (fused with its
+// own projections of q_res and x): q_idx [S, nI·cI] = q_res · wq_bᵀ (not roped; roped in place
+// here) and head_w [S, nI] = x · weights_projᵀ. Null: computed here.
+struct IndexerProjections {
+  Tensor q_idx;
+  Tensor head_w;
+};
 Status indexer_select(backend::Backend& be, const Dims& d, const IndexerWeights& w,
                       const RopeTable& rope, const Tensor& q_res, const Tensor& x,
                       const Tensor& positions, std::span<const int32_t> visible,
                       std::span<const int32_t> key_start, const Tensor& keys, int64_t width,
-                      Tensor& selected);
+                      Tensor& selected, const IndexerProjections* pre = nullptr);
 
 }  // namespace deepinfer::model::v4

@@ -202,31 +202,44 @@ Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatc
   const RopeTable& rope =
       lw.attn.type == io::AttentionType::kSliding ? w_->rope_main : w_->rope_compress;
 
-  // One mHC site: collapse the streams, RMSNorm, the block, expand into `out` (§3).
-  auto site = [&](const HcSiteWeights& hc, const Tensor& norm, const Tensor& in, Tensor& out,
-                  const auto& block) -> Status {
-    DI_EMPTY(post, be, DType::kF32, {S, d.hc});
-    DI_EMPTY(comb, be, DType::kF32, {S, d.hc, d.hc});
+  // An mHC site (§3): collapse `in` into x (hc_map), RMSNorm, the block's output y. The attention
+  // site's expand is applied by the MoE site's collapse call (hc_expand_pre: one fused launch on
+  // the GPU, hc_expand then hc_map elsewhere); the MoE site expands into `streams`.
+  struct SiteOut {
+    Tensor post, comb, y;
+  };
+  auto site = [&](const HcSiteWeights& hc, const Tensor& norm, const Tensor& in, const SiteOut* prev,
+                  Tensor* expanded, SiteOut& out, const auto& block) -> Status {
+    DI_ASSIGN_OR_RETURN(out.post, be.empty(DType::kF32, {S, d.hc}));
+    DI_ASSIGN_OR_RETURN(out.comb, be.empty(DType::kF32, {S, d.hc, d.hc}));
     DI_EMPTY(x, be, DType::kF32, {S, d.H});
-    DI_RETURN_IF_ERROR(hc_map(be, d, hc, in, post, comb, x));
+    if (prev) {  // expanded [S, hc, H] = HC_expand(in, prev), then HC_map(expanded)
+      DI_RETURN_IF_ERROR(hc_expand_map(be, d, hc, in, prev->y, prev->post, prev->comb, *expanded,
+                                       out.post, out.comb, x));
+    } else {
+      DI_RETURN_IF_ERROR(hc_map(be, d, hc, in, out.post, out.comb, x));
+    }
     DI_EMPTY(xn, be, DType::kF32, {S, d.H});
     DI_RETURN_IF_ERROR(be.rms_norm(x, &norm, d.eps, xn));
-    DI_EMPTY(y, be, DType::kF32, {S, d.H});
-    DI_RETURN_IF_ERROR(block(xn, y));
-    return hc_expand(be, in, y, post, comb, out);
+    DI_ASSIGN_OR_RETURN(out.y, be.empty(DType::kF32, {S, d.H}));
+    return block(xn, out.y);
   };
-  DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});
-  DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, streams_a,
+  SiteOut attn, ffn;
+  DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, nullptr, nullptr, attn,
                           [&](const Tensor& x, Tensor& y) {
                             DI_RETURN_IF_ERROR(attention_forward(be, local_, lw.attn, rope, x,
                                                                  step, layer, y));
                             return tensor_parallel_reduce(y);  // tensor parallel: sum heads
                           }));
-  return site(lw.ffn_hc, lw.ffn_norm, streams_a, streams, [&](const Tensor& x, Tensor& y) {
-    DI_RETURN_IF_ERROR(moe_forward(be, local_, config_.scoring_func, lw.moe, x, step.tokens, y,
-                                   ep_layers_.empty() ? nullptr : &ep_layers_[layer]));
-    return tensor_parallel_reduce(y);  // tensor parallel: sum the MLP shards
-  });
+  DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});  // streams after the attention site
+  DI_RETURN_IF_ERROR(site(lw.ffn_hc, lw.ffn_norm, streams, &attn, &streams_a, ffn,
+                          [&](const Tensor& x, Tensor& y) {
+                            DI_RETURN_IF_ERROR(moe_forward(
+                                be, local_, config_.scoring_func, lw.moe, x, step.tokens, y,
+                                ep_layers_.empty() ? nullptr : &ep_layers_[layer]));
+                            return tensor_parallel_reduce(y);  // tensor parallel: sum the MLP shards
+                          }));
+  return hc_expand(be, streams_a, ffn.y, ffn.post, ffn.comb, streams);
 }
 
 }  // namespace deepinfer::model::v4

@@ -17,15 +17,28 @@ Status ContiguousV4State::check_layer(int layer) const {
 int64_t ContiguousV4State::window_rows(int layer) const { return layers_.at(layer).window_rows; }
 
 Status ContiguousV4State::read_window(int layer, Tensor& out) const {
+  CopyList now;
+  DI_RETURN_IF_ERROR(defer_read_window(layer, out, now));
+  return now.flush(*be_);
+}
+
+Status ContiguousV4State::defer_read_window(int layer, Tensor& out, CopyList& later) const {
   DI_RETURN_IF_ERROR(check_layer(layer));
   const Layer& l = layers_[layer];
   DI_RETURN_IF_ERROR(backend::check_tensor("read_window", "out", out, DType::kF32,
                                            {l.window_rows, dims_.head_dim}));
   if (l.window_rows == 0) return OkStatus();
-  return be_->copy(l.window.rows(0, l.window_rows), out);
+  later.add(l.window.rows(0, l.window_rows), out);
+  return OkStatus();
 }
 
 Status ContiguousV4State::write_window(int layer, const Tensor& rows) {
+  CopyList now;
+  DI_RETURN_IF_ERROR(defer_write_window(layer, rows, now));
+  return now.flush(*be_);
+}
+
+Status ContiguousV4State::defer_write_window(int layer, const Tensor& rows, CopyList& later) {
   DI_RETURN_IF_ERROR(check_layer(layer));
   DI_RETURN_IF_ERROR(backend::check_tensor("write_window", "rows", rows, DType::kF32, {-1, dims_.head_dim}));
   if (rows.dim(0) > dims_.window - 1)
@@ -36,10 +49,7 @@ Status ContiguousV4State::write_window(int layer, const Tensor& rows) {
     DI_ASSIGN_OR_RETURN(l.window, be_->alloc(DType::kF32, {std::max<int64_t>(dims_.window - 1, 1),
                                                            dims_.head_dim}));
   }
-  if (rows.dim(0) > 0) {
-    Tensor dst = l.window.rows(0, rows.dim(0));
-    DI_RETURN_IF_ERROR(be_->copy(rows, dst));
-  }
+  if (rows.dim(0) > 0) later.add(rows, l.window.rows(0, rows.dim(0)));
   l.window_rows = rows.dim(0);
   return OkStatus();
 }
@@ -49,13 +59,21 @@ int64_t ContiguousV4State::num_entries(int layer, CompressorKind kind) const {
 }
 
 Status ContiguousV4State::read_entries(int layer, CompressorKind kind, Tensor& out) const {
+  CopyList now;
+  DI_RETURN_IF_ERROR(defer_read_entries(layer, kind, out, now));
+  return now.flush(*be_);
+}
+
+Status ContiguousV4State::defer_read_entries(int layer, CompressorKind kind, Tensor& out,
+                                             CopyList& later) const {
   DI_RETURN_IF_ERROR(check_layer(layer));
   const int k = static_cast<int>(kind);
   const Layer& l = layers_[layer];
   DI_RETURN_IF_ERROR(backend::check_tensor("read_entries", "out", out, DType::kF32,
                                            {l.num_entries[k], width(kind)}));
   if (l.num_entries[k] == 0) return OkStatus();
-  return be_->copy(l.entries[k].rows(0, l.num_entries[k]), out);
+  later.add(l.entries[k].rows(0, l.num_entries[k]), out);
+  return OkStatus();
 }
 
 Status ContiguousV4State::append_entries(int layer, CompressorKind kind, const Tensor& rows) {

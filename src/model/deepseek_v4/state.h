@@ -27,6 +27,22 @@ struct CompressorTail {
   Tensor overlap_kv, overlap_gate;   // [m, d] a-halves; gate with position bias added
 };
 
+// Copies a step collects to issue together (Backend::copy_many, one launch on a device) instead
+// of one backend call each; flush() issues them in order and clears the list.
+struct CopyList {
+  std::vector<Tensor> src, dst;
+  void add(Tensor from, Tensor to) {
+    src.push_back(std::move(from));
+    dst.push_back(std::move(to));
+  }
+  Status flush(backend::Backend& be) {
+    const Status s = src.empty() ? OkStatus() : be.copy_many(src, dst);
+    src.clear();
+    dst.clear();
+    return s;
+  }
+};
+
 class DeepseekV4State : public SequenceState {
  public:
   // Window rows of `layer`: kv rows (after norm and rope) of the last min(num_tokens, W−1)
@@ -39,6 +55,22 @@ class DeepseekV4State : public SequenceState {
   virtual Status read_entries(int layer, CompressorKind kind, Tensor& out) const = 0;  // [T, d]
   virtual Status append_entries(int layer, CompressorKind kind, const Tensor& rows) = 0;  // [n, d]
   virtual CompressorTail& tail(int layer, CompressorKind kind) = 0;
+  // read_window / read_entries / write_window with the copy put on `later` (made when the caller
+  // flushes it; the state's bookkeeping — window_rows — changes now). The sources and targets
+  // must stay untouched until then. Defaults copy at once.
+  virtual Status defer_read_window(int layer, Tensor& out, CopyList& later) const {
+    (void)later;
+    return read_window(layer, out);
+  }
+  virtual Status defer_read_entries(int layer, CompressorKind kind, Tensor& out,
+                                    CopyList& later) const {
+    (void)later;
+    return read_entries(layer, kind, out);
+  }
+  virtual Status defer_write_window(int layer, const Tensor& rows, CopyList& later) {
+    (void)later;
+    return write_window(layer, rows);
+  }
   // Marks n more tokens consumed (after every layer has been updated).
   virtual void advance(int64_t n) = 0;
 };
@@ -63,6 +95,10 @@ class ContiguousV4State final : public DeepseekV4State {
   Status read_entries(int layer, CompressorKind kind, Tensor& out) const override;
   Status append_entries(int layer, CompressorKind kind, const Tensor& rows) override;
   CompressorTail& tail(int layer, CompressorKind kind) override;
+  Status defer_read_window(int layer, Tensor& out, CopyList& later) const override;
+  Status defer_read_entries(int layer, CompressorKind kind, Tensor& out,
+                            CopyList& later) const override;
+  Status defer_write_window(int layer, const Tensor& rows, CopyList& later) override;
   void advance(int64_t n) override { num_tokens_ += n; }
 
  private:

@@ -1,0 +1,97 @@
+// See experts_mma_cases.h. Same setup as gemv_cases.cpp's expert phase (routed_experts.h: random
+// FP4 experts and router-like routing), grouping done once outside the timing.
+#include "experts_mma_cases.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "backend/cuda/experts_mma.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
+#include "routed_experts.h"
+
+namespace deepinfer::bench_ops {
+namespace {
+
+using backend::Tensor;
+
+double weight_bytes(const backend::Weight& w) {
+  return double(w.w.nbytes()) + (w.scale.defined() ? double(w.scale.nbytes()) : 0.0);
+}
+
+Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::string& only) {
+  const int64_t k = m.top_k, H = m.hidden, I = m.expert_inter, E = m.experts, slots = B * k;
+  DI_ASSIGN_OR_RETURN(RandomExperts rx, random_fp4_experts(ctx, E, H, I));
+  const backend::ExpertSet& experts = rx.set;
+  std::set<int32_t> distinct;
+  const std::vector<int32_t> ids = random_routing(ctx, B, k, E, &distinct);
+  DI_ASSIGN_OR_RETURN(Tensor ids_t, ctx.upload_i32({B, k}, ids));
+  DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({B, H}));            // [B, H] token rows
+  DI_ASSIGN_OR_RETURN(Tensor act, ctx.randn({slots, I}, 0.3f));  // [slots, I] SwiGLU outputs
+  DI_ASSIGN_OR_RETURN(Tensor gu, ctx.zeros(DType::kF32, {slots, 2 * I}));
+  DI_ASSIGN_OR_RETURN(Tensor y, ctx.zeros(DType::kF32, {slots, H}));
+  DI_ASSIGN_OR_RETURN(Tensor grp, ctx.zeros(DType::kI32, {slots + 2 * (E + 1)}));
+  DI_ASSIGN_OR_RETURN(Tensor flag, ctx.zeros(DType::kI32, {1}));
+  const int64_t ws_floats = static_cast<int64_t>(
+      (cuda::kernels::experts_mma_workspace_bytes(slots, std::max(H, I)) + 3) / 4);
+  DI_ASSIGN_OR_RETURN(Tensor ws, ctx.zeros(DType::kF32, {ws_floats}));
+  int32_t* perm = grp.data<int32_t>();
+  int32_t* row_off = perm + slots;
+  int32_t* act_off = row_off + E + 1;
+  cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, static_cast<int>(slots), perm, row_off, act_off,
+                           flag.data<int32_t>(), ctx.stream());
+  const auto* tab = static_cast<const void* const*>(rx.table.raw());  // gate_up w, s, down w, s
+  struct Proj {
+    const char* name;
+    const float* in;
+    int64_t x_rows, x_div, N, K;
+    const void* const* w;
+    double bytes;
+    float* out;
+  };
+  const Proj projs[] = {
+      {"gate_up", x.data<float>(), B, k, 2 * I, H, tab, weight_bytes(experts.gate_up[0]), gu.data<float>()},
+      {"down", act.data<float>(), slots, 1, H, I, tab + 2 * E, weight_bytes(experts.down[0]), y.data<float>()},
+  };
+  const std::string phase = "experts mma B=" + std::to_string(B);
+  for (const Proj& pr : projs) {
+    const double bytes = double(distinct.size()) * pr.bytes + 4.0 * (pr.x_rows * pr.K + slots * pr.N);
+    const double flops = 2.0 * slots * double(pr.N) * pr.K;
+    const std::string shape = std::to_string(distinct.size()) + " distinct experts, " + std::to_string(slots) +
+                              " slots, [" + std::to_string(pr.N) + ", " + std::to_string(pr.K) + "] fp4";
+    for (int v : {2, 3}) {  // 2: gemv_experts_v2 (session 5); 3: experts_mma (session 6)
+      const std::string op = std::string(v == 2 ? "experts gemv v2 fp4 " : "experts mma fp4 ") + pr.name;
+      if (!only.empty() && op.find(only) == std::string::npos) continue;
+      const bool ok = v == 2 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
+                             : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
+      if (!ok) {
+        std::printf("%s: not supported\n", op.c_str());
+        continue;
+      }
+      ctx.measure(phase, op, shape, bytes, flops, [&] {
+        if (v == 2) {
+          cuda::kernels::gemv_experts_v2(pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
+                                         false, pr.N, pr.K, 1, 32, pr.out, ctx.stream());
+        } else {
+          cuda::kernels::experts_mma(pr.in, pr.x_rows, pr.x_div, perm, row_off, act_off, slots, E, pr.w,
+                                     pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out, ctx.stream());
+        }
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("experts launch failed");
+      });
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void run_experts_mma_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& batches,
+                           const std::string& only) {
+  for (int64_t B : batches) {
+    const Phase p{"experts mma B=" + std::to_string(B), true, B, 0};
+    report_setup(ctx, p, "experts mma", mma_phase(ctx, m, B, only));
+  }
+}
+
+}  // namespace deepinfer::bench_ops

@@ -1,0 +1,20 @@
+// Decode routed experts on tensor cores (experts_mma_cases.cpp): each projection of the routed
+// experts at decode batches (top-6 of 256 FP4 experts, V4-Flash widths) with the session-5
+// streaming GEMV (gemv_experts_v2) and the session-6 tensor-core kernel (experts_mma, its x split
+// included), as µs and GB/s; bytes = the distinct experts' weights and scales + x in + out, so the
+// table's "% of copy" column is against the copy ceiling measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "op_cases.h"
+
+namespace deepinfer::bench_ops {
+
+// Phase "experts mma B=<B>" per entry of `batches`; `only` (substring) filters ops.
+void run_experts_mma_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& batches,
+                           const std::string& only);
+
+}  // namespace deepinfer::bench_ops

@@ -1,0 +1,66 @@
+// Split-key ("flash-decoding") attention on tensor cores for DeepSeek-V4's layout
+// (attention_fd.cu; docs/cuda.md "Split-key decode attention"): one shared K = V head of width
+// 512 read by every query head (64 per block, heads as the M dimension), each token's key list
+// cut into units that run in separate blocks, unit states merged by a combine kernel.
+// Host-side declarations only (C++17; included by the backend, the tests and bench_ops).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda::kernels {
+
+// The kernel's fixed geometry (shared by attention_fd.cu and the host plan, attention_fd_plan.cpp).
+constexpr int kFdHeads = 64;          // query heads per block (the M dimension)
+constexpr int kFdWidth = 512;         // K = V width
+constexpr int kFdChunkKeys = 16;      // keys per chunk
+constexpr int kFdPartRow = 4 + 512;   // scratch floats per (token, unit, head): m, l, 2 pad, a[512]
+constexpr int kFdMaxGridUnits = 64;   // units per token at most
+
+// The kernels CudaBackend::attention can run for V4's layout.
+enum AttentionKernel : int {
+  kAttentionSimt = 0,  // attention.cu (fp32 CUDA cores; every layout)
+  kAttentionTc = 1,    // attention_tc.cu (session 5, tensor cores, ≤ 8 units per token)
+  kAttentionFd = 2,    // attention_fd.cu (this file's kernel)
+  kAttentionAuto = 3,  // per shape: fd where it applies, else simt (see attention_fd_choose)
+};
+
+// The kernel asked for: set_attention_kernel_override (≥ 0) first, then
+// set_attention_tc_override (1 → tc, 0 → simt; bench_ops and the older tests use it), then
+// DEEPINFER_CUDA_ATTENTION=simt|tc|fd|auto (src/common/env.h).
+int attention_kernel_requested();
+// Tests and bench_ops: force one AttentionKernel in-process; −1 returns to the choice above.
+void set_attention_kernel_override(int mode);
+
+// True when attention_fd handles the layout: nH a multiple of 64, one KV head, K and V the same
+// tensor, D = Dv = 512 (the same layouts as attention_tc).
+bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool kv_same);
+
+// How one call is cut. A token with `chunks` = ⌈keys / 16⌉ chunks runs
+//   n_units = ⌈chunks / per_unit⌉ units of per_unit = ⌈chunks / min(⌈chunks / chunks_per_unit⌉,
+//   grid_units)⌉ chunks (a token without keys: one unit),
+// so the cut of a token depends on its own key count, chunks_per_unit and grid_units only.
+struct AttentionFdPlan {
+  int chunks_per_unit = 1;  // target chunks (of 16 keys) per unit
+  int grid_units = 1;       // gridDim.y: units per token at most
+  int64_t parts_floats = 0; // scratch floats (0: every token is one unit, no combine kernel)
+};
+
+// The plan for S tokens of nH heads whose lists hold at most max_keys keys, on num_sms SMs.
+// batch_invariant: chunks_per_unit is the constant kFdInvariantChunks (a token's bits then
+// depend on its own inputs only: not on S, the grid or the other tokens); otherwise the unit count
+// minimises a makespan model of the launch (one block per SM at a time; see attention_fd.cu).
+AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
+                                  bool batch_invariant);
+constexpr int kFdInvariantChunks = 8;  // 128 keys per unit under --batch-invariant
+
+// out[S, nH, 512] = attention of q[S, nH, 512] over rows kv[T, 1, 512] listed per token by
+// key_offsets[S+1] / key_ids[nnz], optional sinks[nH], softmax scale `scale`;
+// parts: plan.parts_floats floats of scratch (null when 0).
+void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
+                  const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
+                  int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
+                  int32_t* error_flag, cudaStream_t s);
+
+}  // namespace deepinfer::cuda::kernels

@@ -1,0 +1,77 @@
+// Host side of the split-key attention (attention_fd.h): which kernel CudaBackend::attention
+// runs for V4's layout, and the plan that cuts each token's key list into units (the makespan
+// model is explained in docs/cuda.md "Split-key decode attention").
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/attention_fd.h"
+#include "backend/cuda/attention_tc.h"
+#include "common/env.h"
+
+namespace deepinfer::cuda::kernels {
+namespace {
+
+std::atomic<int> g_override{-1};
+
+constexpr int64_t kPartsBudgetFloats = int64_t{16} << 20;  // 64 MiB of scratch per slice
+// Makespan model of the plan (in chunk times): a block costs its chunks plus kBlockOverhead
+// (Q: 128 KiB read and split, the pipeline's fill), a launch with units pays kCombineCost once.
+constexpr int64_t kBlockOverhead = 2;
+constexpr int64_t kCombineCost = 2;
+
+}  // namespace
+
+int attention_kernel_requested() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  const int t = attention_tc_override_value();
+  if (t >= 0) return t == 1 ? kAttentionTc : kAttentionSimt;
+  const std::string& e = env().cuda_attention;
+  if (e == "tc") return kAttentionTc;
+  if (e == "fd") return kAttentionFd;
+  if (e == "auto") return kAttentionAuto;
+  return kAttentionSimt;
+}
+
+void set_attention_kernel_override(int mode) {
+  g_override.store(mode < 0 || mode > kAttentionAuto ? -1 : mode);
+}
+
+bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool kv_same) {
+  return nH > 0 && nH % kFdHeads == 0 && nKV == 1 && D == kFdWidth && Dv == kFdWidth && kv_same;
+}
+
+AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
+                                  bool batch_invariant) {
+  AttentionFdPlan plan;
+  const int64_t C = (max_keys + kFdChunkKeys - 1) / kFdChunkKeys;  // chunks of the longest list
+  if (S <= 0 || C <= 1) return plan;
+  if (batch_invariant) {
+    plan.chunks_per_unit = kFdInvariantChunks;
+  } else {
+    const int64_t blocks = S * (nH / kFdHeads);
+    const int64_t sms = num_sms > 0 ? num_sms : 132;
+    int64_t best_cost = INT64_MAX;
+    int best_cpu = static_cast<int>(C < INT32_MAX ? C : INT32_MAX);
+    for (int64_t u = 1; u <= C && u <= kFdMaxGridUnits; ++u) {
+      const int64_t cpu = (C + u - 1) / u;
+      if ((C + cpu - 1) / cpu != u) continue;  // the same cut as a smaller u
+      const int64_t waves = (blocks * u + sms - 1) / sms;
+      const int64_t cost = waves * (cpu + kBlockOverhead) + (u > 1 ? kCombineCost : 0);
+      if (cost < best_cost) best_cost = cost, best_cpu = static_cast<int>(cpu);
+    }
+    plan.chunks_per_unit = best_cpu;
+  }
+  const int64_t units = (C + plan.chunks_per_unit - 1) / plan.chunks_per_unit;
+  plan.grid_units = static_cast<int>(units > kFdMaxGridUnits ? kFdMaxGridUnits : units);
+  if (plan.grid_units > 1) {
+    const int64_t per_token = static_cast<int64_t>(plan.grid_units) * nH * kFdPartRow;
+    int64_t slice = kPartsBudgetFloats / per_token;
+    slice = slice < 1 ? 1 : (slice > S ? S : slice);
+    plan.parts_floats = slice * per_token;
+  }
+  return plan;
+}
+
+}  // namespace deepinfer::cuda::kernels

@@ -1,0 +1,89 @@
+// Host side of the decode routed experts on tensor cores (experts_mma.cuh): checks, the x split
+// launch and the persistent product launch.
+#include "backend/cuda/experts_mma.h"
+
+#include <atomic>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/experts_mma.cuh"
+
+namespace deepinfer::cuda::kernels {
+
+namespace {
+
+int sms_of_current_device() {
+  static std::atomic<int> cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  std::atomic<int>& slot = cache[dev & 63];
+  int v = slot.load(std::memory_order_relaxed);
+  if (v > 0) return v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) {
+    cudaGetLastError();
+    v = 132;
+  }
+  slot.store(v, std::memory_order_relaxed);
+  return v;
+}
+
+}  // namespace
+
+bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
+                           bool w_vec, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols) {
+  if (fmt != 2 || !scaled || scale_f32 || !w_vec) return false;
+  if (block_rows != 1 || block_cols != 32) return false;
+  if (N <= 0 || N % emma::kRows != 0 || K <= 0 || K % emma::kChunkK != 0 || K > 16384) return false;
+  if (num_experts <= 0 || num_experts > 1024 || slots < 0) return false;
+  const int64_t lim = int64_t{1} << 31;
+  return slots * N < lim && slots * K < lim && N * (K / 2) < lim;
+}
+
+size_t experts_mma_workspace_bytes(int64_t x_rows, int64_t K) {
+  const size_t planes = static_cast<size_t>(emma::kPlanes) * x_rows * K * 2;  // K % 8: 16-byte multiple
+  return planes + ((static_cast<size_t>(x_rows) * 4 + 15) / 16) * 16;
+}
+
+void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
+                 const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
+                 const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
+                 void* workspace, float* out, cudaStream_t s) {
+  if (slots == 0 || N == 0 || num_experts == 0 || x_rows == 0) return;
+  auto* planes = static_cast<uint16_t*>(workspace);
+  auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
+  emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
+                                                                    x_rows * K, row_exp);
+  emma::Args a;
+  a.planes = planes;
+  a.row_exp = row_exp;
+  a.plane = x_rows * K;
+  a.x_div = static_cast<int32_t>(x_div);
+  a.perm = perm;
+  a.row_off = row_off;
+  a.act_off = act_off;
+  a.num_experts = static_cast<int32_t>(num_experts);
+  a.w_table = w_table;
+  a.s_table = s_table;
+  a.N = static_cast<int32_t>(N);
+  a.K = static_cast<int32_t>(K);
+  a.scale_cols = static_cast<int32_t>(K / 32);
+  a.groups = static_cast<int32_t>(N / emma::kRows);
+  a.chunks = static_cast<int32_t>(K / emma::kChunkK);
+  a.out = out;
+  static std::atomic<uint64_t> attr_set{0};
+  opt_in_smem_per_device(attr_set, emma::experts_mma_kernel, emma::kSmem, /*max_carveout=*/false);
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, emma::experts_mma_kernel, emma::kThreads,
+                                                    emma::kSmem) != cudaSuccess) {
+    cudaGetLastError();
+    per_sm = 1;
+  }
+  per_sm = per_sm < 1 ? 1 : per_sm;
+  // Items: at most min(slots, E) active experts × N / 32 row groups; no more CTAs than warps need.
+  const int64_t items = (slots < num_experts ? slots : num_experts) * a.groups;
+  int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
+  const int64_t need = (items + emma::kWarps - 1) / emma::kWarps;
+  if (need < grid) grid = need;
+  emma::experts_mma_kernel<<<static_cast<unsigned>(grid), emma::kThreads, emma::kSmem, s>>>(a);
+}
+
+}  // namespace deepinfer::cuda::kernels

@@ -1,0 +1,37 @@
+// Routed experts of decode batches on the tensor cores (experts_mma.cuh / .cu): FP4 e2m1 experts
+// with 1×32 ue8m0 scales (V4's routed experts), fp32 activations, mma.sync m16n8k16 with the
+// weight rows as A and the expert's tokens × 3 fp16 planes of x as B. Same contract as
+// gemv_experts_v2 (gemv.h): slots grouped by moe_group with tile_rows ≥ slots (row_off, act_off),
+// out[slot, n] = x[slot / x_div] · deq(W_e[n]) for every grouped slot, slots left out (bad ids)
+// not written; outputs in slot order. The arithmetic differs from the GEMV (fp16 planes, tensor-
+// core sums): not bitwise equal to it; accuracy vs a double reference is tested to be as good.
+// Plain C++17 header (included by cuda_backend.cpp, the test and bench_ops).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::cuda::kernels {
+
+// The layouts the kernel implements: e2m1 (fmt 2) with ue8m0 scales (not f32) of 1×32 blocks,
+// every expert's weight rows 16-byte aligned (w_vec), N % 32 == 0, K % 256 == 0, K ≤ 16384,
+// 1 ≤ num_experts ≤ 1024, and 32-bit indices (slots·N, N·K/2).
+bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
+                           bool w_vec, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols);
+
+// Device workspace one projection needs for x_rows input rows of K floats (fp16 planes + row
+// exponents), in bytes (a multiple of 16).
+size_t experts_mma_workspace_bytes(int64_t x_rows, int64_t K);
+
+// One projection. x [x_rows, K] fp32 (any alignment; slot i reads row i / x_div); perm/row_off/
+// act_off from moe_group(ids, slots, E, tile_rows = max(slots, 1), ...); w_table / s_table: [E]
+// device pointers to e2m1 [N, K/2 bytes] / ue8m0 [N, K/32]; workspace: experts_mma_workspace_bytes
+// (x_rows, K) bytes, 16-byte aligned; out [slots, N]. Two launches on stream s (x split, product).
+void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
+                 const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
+                 const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
+                 void* workspace, float* out, cudaStream_t s);
+
+}  // namespace deepinfer::cuda::kernels

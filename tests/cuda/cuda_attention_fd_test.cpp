@@ -1,0 +1,405 @@
+// The split-key tensor-core attention (src/backend/cuda/attention_fd.cu, DEEPINFER_CUDA_ATTENTION=
+// fd) at DeepSeek-V4-Flash decode shapes: 64 query heads (and 128: two head groups) over one shared
+// K = V head of width 512, sinks, each token's list = the window (128 rows) + 512 selected CSA
+// entries, or the window + every HCA entry, at batches 1, 4, 16, 64 — the plan then cuts a token
+// into many units (batch 1) or one (batch 64). Checked against a double-precision reference
+// computed here and against the SIMT kernel (attention.cu) within a relative bound; under
+// --batch-invariant bitwise across batches, order, the max_keys hint and alignment; bad key ids
+// reported; run-to-run determinism. Fresh random inputs per run; the seed is printed on failure.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/attention_fd.h"
+#include "backend/cuda/cuda_backend.h"
+#include "device_pair.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+using backend::Shape;
+using backend::Tensor;
+using testing::on_device;
+using testing::Pair;
+using testing::to_host;
+
+constexpr int64_t kD = 512;       // V4 head width (K = V)
+constexpr int64_t kWindow = 128;  // sliding-window rows
+// fd vs the double reference and vs the SIMT kernel: max |Δ| / max |ref| over a call's output.
+// The kernel's products are fp32-accurate (hi/lo fp16 split, ~2^-22 relative per product) and
+// its sums fp32; 5e-6 is the bound the other two kernels meet against the CPU.
+constexpr double kBound = 5e-6;
+
+// q [S, nH, 512], kv [T, 1, 512], sinks [nH], key lists per token.
+struct Problem {
+  int64_t S = 0, nH = 0, T = 0;
+  Tensor q, kv, sinks;
+  std::vector<std::vector<int32_t>> lists;
+  float scale = 0.f;
+};
+
+class CudaAttentionFd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    auto b = CudaBackend::create();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    gpu_ = std::move(b).value();
+    auto bi = CudaBackend::create({.batch_invariant = true});
+    ASSERT_TRUE(bi.ok()) << bi.status().to_string();
+    gpu_bi_ = std::move(bi).value();
+    kernels::set_attention_kernel_override(kernels::kAttentionFd);
+  }
+  void TearDown() override { kernels::set_attention_kernel_override(-1); }
+
+  Tensor randn(Shape s, float scale = 1.f) {
+    Tensor t = Tensor::empty(DType::kF32, std::move(s));
+    std::normal_distribution<float> nd(0.f, scale);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = nd(rng_);
+    return t;
+  }
+  // The model's decode list of one sequence whose rows are [base, base + window + compressed):
+  // the window rows in order, then `picks` distinct compressed entries in random order (CSA's
+  // top-k; HCA: picks = compressed, every entry).
+  std::vector<int32_t> model_list(int64_t base, int64_t compressed, int64_t picks) {
+    std::vector<int32_t> out;
+    for (int64_t j = 0; j < kWindow; ++j) out.push_back(static_cast<int32_t>(base + j));
+    std::vector<int32_t> pool(compressed);
+    for (int64_t j = 0; j < compressed; ++j) pool[j] = static_cast<int32_t>(base + kWindow + j);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    for (int64_t j = 0; j < std::min(picks, compressed); ++j) out.push_back(pool[j]);
+    return out;
+  }
+  // B sequences with their own rows (the bench's decode layout).
+  Problem decode(int64_t B, int64_t nH, int64_t compressed, int64_t picks) {
+    Problem p;
+    p.S = B, p.nH = nH, p.T = B * (kWindow + compressed);
+    p.q = randn({B, nH, kD});
+    p.kv = randn({p.T, 1, kD});
+    p.sinks = randn({nH}, 2.f);
+    p.scale = 1.f / std::sqrt(static_cast<float>(kD));
+    for (int64_t b = 0; b < B; ++b) p.lists.push_back(model_list(b * (kWindow + compressed), compressed, picks));
+    return p;
+  }
+  // Lists of the given lengths over T shared rows (distinct ids while they last, then repeats).
+  Problem lengths(int64_t nH, int64_t T, const std::vector<int64_t>& ns) {
+    Problem p;
+    p.S = static_cast<int64_t>(ns.size()), p.nH = nH, p.T = T;
+    p.q = randn({p.S, nH, kD});
+    p.kv = randn({T, 1, kD});
+    p.sinks = randn({nH}, 2.f);
+    p.scale = 1.f / std::sqrt(static_cast<float>(kD));
+    for (int64_t n : ns) {
+      std::vector<int32_t> pool(T), l;
+      for (int64_t i = 0; i < T; ++i) pool[i] = static_cast<int32_t>(i);
+      std::shuffle(pool.begin(), pool.end(), rng_);
+      for (int64_t i = 0; i < n; ++i) l.push_back(i < T ? pool[i] : static_cast<int32_t>(rng_() % T));
+      p.lists.push_back(std::move(l));
+    }
+    return p;
+  }
+
+  // The double-precision reference of tokens `which`: [which.size(), nH, 512].
+  std::vector<double> reference(const Problem& p, const std::vector<int64_t>& which, bool sinks) {
+    std::vector<double> out(which.size() * p.nH * kD, 0.0);
+    std::vector<double> lg, acc(kD);
+    for (size_t i = 0; i < which.size(); ++i) {
+      const auto& l = p.lists[which[i]];
+      for (int64_t h = 0; h < p.nH; ++h) {
+        const float* q = p.q.data<float>() + (which[i] * p.nH + h) * kD;
+        lg.assign(l.size(), 0.0);
+        double m = -INFINITY;
+        for (size_t j = 0; j < l.size(); ++j) {
+          const float* k = p.kv.data<float>() + int64_t{l[j]} * kD;
+          double dot = 0;
+          for (int64_t c = 0; c < kD; ++c) dot += double(q[c]) * k[c];
+          lg[j] = dot * p.scale;
+          m = std::max(m, lg[j]);
+        }
+        if (l.empty()) continue;  // zeros
+        const double sink = p.sinks.data<float>()[h];
+        if (sinks) m = std::max(m, sink);
+        double den = sinks ? std::exp(sink - m) : 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (size_t j = 0; j < l.size(); ++j) {
+          const double w = std::exp(lg[j] - m);
+          den += w;
+          const float* v = p.kv.data<float>() + int64_t{l[j]} * kD;
+          for (int64_t c = 0; c < kD; ++c) acc[c] += w * v[c];
+        }
+        double* o = out.data() + (i * p.nH + h) * kD;
+        for (int64_t c = 0; c < kD; ++c) o[c] = acc[c] / den;
+      }
+    }
+    return out;
+  }
+
+  // Tokens `which` of p as one batch; hint: max_keys (−2: the true longest list, −1: unknown);
+  // misalign: q and kv start 4 bytes past a 16-byte boundary.
+  Tensor run(CudaBackend& be, const Problem& p, const std::vector<int64_t>& which, bool sinks,
+             int64_t hint = -2, bool misalign = false) {
+    const int64_t n = static_cast<int64_t>(which.size());
+    Tensor q = Tensor::empty(DType::kF32, {n * p.nH * kD + 1});
+    std::vector<int32_t> offs{0}, ids;
+    int64_t longest = 0;
+    const int64_t skip = misalign ? 1 : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& l = p.lists[which[i]];
+      ids.insert(ids.end(), l.begin(), l.end());
+      offs.push_back(static_cast<int32_t>(ids.size()));
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(l.size()));
+      std::memcpy(q.data<float>() + skip + i * p.nH * kD,
+                  p.q.data<float>() + which[i] * p.nH * kD, sizeof(float) * p.nH * kD);
+    }
+    if (ids.empty()) ids.push_back(0);
+    Tensor kvh = Tensor::empty(DType::kF32, {p.T * kD + 1});
+    std::memcpy(kvh.data<float>() + skip, p.kv.data<float>(), p.kv.nbytes());
+    auto dq = on_device(q), dkv = on_device(kvh), ds = on_device(p.sinks),
+         doff = on_device(Tensor::from_i32({n + 1}, offs)),
+         dids = on_device(Tensor::from_i32({int64_t(ids.size())}, ids)),
+         dout = on_device(Tensor::empty(DType::kF32, {n, p.nH, kD}));
+    Tensor qv = Tensor::borrow(dq.dev.data<float>() + skip, DType::kF32, {n, p.nH, kD});
+    Tensor kv = Tensor::borrow(dkv.dev.data<float>() + skip, DType::kF32, {p.T, 1, kD});
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // pageable copies landed before the launch
+    Status st = be.attention(qv, kv, kv, doff.dev, dids.dev, sinks ? &ds.dev : nullptr, p.scale,
+                             dout.dev, hint == -2 ? longest : hint);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    st = be.synchronize();
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return to_host(dout);
+  }
+  // The same call on the SIMT kernel (attention.cu).
+  Tensor run_simt(const Problem& p, const std::vector<int64_t>& which, bool sinks) {
+    kernels::set_attention_kernel_override(kernels::kAttentionSimt);
+    Tensor t = run(*gpu_, p, which, sinks);
+    kernels::set_attention_kernel_override(kernels::kAttentionFd);
+    return t;
+  }
+
+  // Max |got − want| / max |want|.
+  template <typename Want>
+  void expect_close(const std::string& what, const Want& want, const Tensor& got, double bound) {
+    ASSERT_EQ(static_cast<int64_t>(want.size()), got.numel()) << what;
+    double scale = 1e-30, worst = 0;
+    int64_t wi = 0;
+    for (size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(double(want[i])));
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double b = got.data<float>()[i];
+      ASSERT_TRUE(std::isfinite(b)) << what << " index " << i << " seed " << seed_;
+      const double e = std::fabs(double(want[i]) - b) / scale;
+      if (e > worst) worst = e, wi = i;
+    }
+    EXPECT_LE(worst, bound) << what << ": worst rel error " << worst << " at flat index " << wi
+                            << " (ref " << double(want[wi]) << ", fd " << got.data<float>()[wi]
+                            << ") seed " << seed_;
+  }
+  static std::vector<float> flat(const Tensor& t) {
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  }
+  void expect_rows_bitwise(const std::string& what, const Tensor& a, int64_t i, const Tensor& b,
+                           int64_t j, int64_t row) {
+    EXPECT_EQ(std::memcmp(a.data<float>() + i * row, b.data<float>() + j * row, sizeof(float) * row), 0)
+        << what << " (seed " << seed_ << ")";
+  }
+  static std::vector<int64_t> iota(int64_t n) {
+    std::vector<int64_t> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+  }
+
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+  std::unique_ptr<CudaBackend> gpu_, gpu_bi_;
+};
+
+TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) {
+  // Host arithmetic only (runs without a GPU).
+  // CSA decode (640 keys = 40 chunks) on 132 SMs: batch 1 is cut into many units, batch 128
+  // (one block per SM already) into none; HCA (192 keys) likewise. Under --batch-invariant the
+  // target cut is the constant 8 chunks for every batch size.
+  const auto b1 = kernels::attention_fd_plan(1, 64, 640, 132, false);
+  EXPECT_GE(b1.grid_units, 20);
+  EXPECT_GT(b1.parts_floats, 0);
+  const auto b16 = kernels::attention_fd_plan(16, 64, 640, 132, false);
+  EXPECT_GE(b16.grid_units, 2);
+  EXPECT_LE(16 * b16.grid_units, 2 * 132);
+  const auto b128 = kernels::attention_fd_plan(128, 64, 640, 132, false);
+  EXPECT_EQ(b128.grid_units, 1);
+  EXPECT_EQ(b128.parts_floats, 0);
+  for (int64_t S : {1, 4, 16, 64, 128, 4096}) {
+    const auto p = kernels::attention_fd_plan(S, 64, 640, 132, true);
+    EXPECT_EQ(p.chunks_per_unit, kernels::kFdInvariantChunks) << "S " << S;
+    EXPECT_EQ(p.grid_units, 5) << "S " << S;
+    EXPECT_LE(p.parts_floats, int64_t{16} << 20) << "S " << S;  // the batch is walked in slices
+  }
+  EXPECT_EQ(kernels::attention_fd_plan(1, 64, 16, 132, false).grid_units, 1);  // one chunk
+  EXPECT_TRUE(kernels::attention_fd_supports(64, 1, 512, 512, true));
+  EXPECT_TRUE(kernels::attention_fd_supports(128, 1, 512, 512, true));
+  EXPECT_FALSE(kernels::attention_fd_supports(32, 1, 512, 512, true));   // TP-sharded heads
+  EXPECT_FALSE(kernels::attention_fd_supports(64, 1, 512, 512, false));  // separate K and V
+  EXPECT_FALSE(kernels::attention_fd_supports(64, 2, 512, 512, true));
+}
+
+TEST_F(CudaAttentionFd, V4CsaAndHcaDecodeMatchDoubleAndSimtAtBatch1_4_16_64) {
+  // CSA = window + top-512 of 1024 entries (640 keys; context 4096), HCA = window + all 64
+  // entries (192 keys; context 8192). Each batch size takes its own plan (units per token 40 … 1 for CSA).
+  struct Kind { const char* name; int64_t compressed, picks; };
+  for (const Kind k : {Kind{"CSA", 1024, 512}, Kind{"HCA", 64, 64}}) {
+    for (int64_t B : {1, 4, 16, 64}) {
+      Problem p = decode(B, 64, k.compressed, k.picks);
+      const auto all = iota(B);
+      for (bool sinks : {true, false}) {
+        const std::string tag = std::string(k.name) + " batch " + std::to_string(B) +
+                                (sinks ? " sinks" : " no sinks");
+        const Tensor fd = run(*gpu_, p, all, sinks);
+        const auto ref = reference(p, all, sinks);
+        expect_close(tag + " vs double", ref, fd, kBound);
+        const Tensor simt = run_simt(p, all, sinks);
+        expect_close(tag + " simt vs double", ref, simt, kBound);  // the bound is meaningful
+        expect_close(tag + " vs simt", flat(simt), fd, kBound);
+        if (B == 64 && sinks) {  // --batch-invariant: a fixed cut, same bound
+          expect_close(tag + " batch-invariant vs double", ref, run(*gpu_bi_, p, all, sinks), kBound);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttentionFd, TwoHeadGroupsAndEveryChunkAndUnitEdgeMatchDouble) {
+  // 128 heads (two blocks per token), list lengths at every chunk (16) and invariant-unit (128
+  // keys) edge, long lists (many units; 3000 keys = 188 chunks > 64 units at batch 1), empty
+  // lists (zeros) — each alone (the most units), as one batch, on the batch-invariant plan and
+  // with a max_keys hint below the longest list.
+  const std::vector<int64_t> ns{0, 1, 15, 16, 17, 127, 128, 129, 255, 640, 641, 1025, 3000};
+  Problem p = lengths(128, 3200, ns);
+  const auto all = iota(p.S);
+  const auto ref = reference(p, all, true);
+  expect_close("batch", ref, run(*gpu_, p, all, true), kBound);
+  expect_close("batch, batch-invariant", ref, run(*gpu_bi_, p, all, true), kBound);
+  // An understated max_keys (the longest list is 3000): fewer, longer units, still exact.
+  expect_close("batch, max_keys hint 100", ref, run(*gpu_, p, all, true, 100), kBound);
+  const int64_t row = p.nH * kD;
+  for (int64_t i = 0; i < p.S; ++i) {
+    const Tensor one = run(*gpu_, p, {i}, true);
+    const std::vector<double> want(ref.begin() + i * row, ref.begin() + (i + 1) * row);
+    expect_close("list of " + std::to_string(ns[i]) + " keys alone", want, one, kBound);
+    if (ns[i] == 0) {
+      for (int64_t c = 0; c < one.numel(); ++c) ASSERT_EQ(one.data<float>()[c], 0.f);
+    }
+  }
+}
+
+TEST_F(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlignment) {
+  // --batch-invariant: 40 tokens of mixed lengths (edges, CSA-sized, random up to 1500) give every
+  // token the same bits alone, in the batch, reversed, in sub-batches of 4 and 16, without the
+  // max_keys hint and with misaligned q / kv.
+  std::vector<int64_t> ns{0, 1, 16, 17, 128, 129, 640, 641, 1500};
+  while (ns.size() < 40) ns.push_back(static_cast<int64_t>(rng_() % 1501));
+  std::shuffle(ns.begin(), ns.end(), rng_);
+  Problem p = lengths(64, 2000, ns);
+  const int64_t row = p.nH * kD;
+  const auto all = iota(p.S);
+  std::vector<int64_t> rev(all.rbegin(), all.rend());
+  const Tensor batch = run(*gpu_bi_, p, all, true);
+  expect_close("batch of 40", reference(p, all, true), batch, kBound);
+  const Tensor reversed = run(*gpu_bi_, p, rev, true);
+  const Tensor no_hint = run(*gpu_bi_, p, all, true, -1);
+  const Tensor shifted = run(*gpu_bi_, p, all, true, -2, true);
+  const std::vector<int64_t> four{7, 0, 39, 12}, sixteen{3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33};
+  const Tensor b4 = run(*gpu_bi_, p, four, true), b16 = run(*gpu_bi_, p, sixteen, true);
+  for (int64_t i = 0; i < p.S; ++i) {
+    const std::string q = "token " + std::to_string(i) + " (" + std::to_string(ns[i]) + " keys)";
+    expect_rows_bitwise(q + " alone", run(*gpu_bi_, p, {i}, true), 0, batch, i, row);
+    expect_rows_bitwise(q + " reversed", reversed, p.S - 1 - i, batch, i, row);
+    expect_rows_bitwise(q + " without the hint", no_hint, i, batch, i, row);
+    expect_rows_bitwise(q + " misaligned", shifted, i, batch, i, row);
+  }
+  for (size_t i = 0; i < four.size(); ++i)
+    expect_rows_bitwise("batch of 4", b4, i, batch, four[i], row);
+  for (size_t i = 0; i < sixteen.size(); ++i)
+    expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
+}
+
+TEST_F(CudaAttentionFd, RepeatedRunsAreBitwiseEqual) {
+  // Run-to-run determinism of the default plan (a race, or a read of unwritten shared memory or
+  // scratch, would show here): batch 1 (many units + combine) and batch 8, again and again.
+  Problem p = decode(8, 64, 2048, 512);
+  const auto all = iota(8);
+  const Tensor first1 = run(*gpu_, p, {3}, true), first8 = run(*gpu_, p, all, true);
+  for (int rep = 0; rep < 10; ++rep) {
+    const std::string r = " run " + std::to_string(rep);
+    expect_rows_bitwise("batch 1" + r, run(*gpu_, p, {3}, true), 0, first1, 0, p.nH * kD);
+    const Tensor again = run(*gpu_, p, all, true);
+    EXPECT_EQ(std::memcmp(again.data<float>(), first8.data<float>(), first8.nbytes()), 0)
+        << "batch 8" << r << " seed " << seed_;
+  }
+}
+
+TEST_F(CudaAttentionFd, InputsFarFromUnitScaleMatchDouble) {
+  // Q scaled per token and each K = V tile per chunk by powers of two before the fp16 split:
+  // magnitudes 1e-3 … 1e3 (logits kept O(1)) keep the bound.
+  for (const auto& [qs, ks] : std::vector<std::pair<float, float>>{{1e-3f, 1e3f}, {1e3f, 1e-3f}, {3e-2f, 2e1f}}) {
+    Problem p = lengths(64, 1500, {640, 200, 33});
+    for (int64_t i = 0; i < p.q.numel(); ++i) p.q.data<float>()[i] *= qs;
+    for (int64_t i = 0; i < p.kv.numel(); ++i) p.kv.data<float>()[i] *= ks;
+    const auto all = iota(3);
+    expect_close("q ×" + std::to_string(qs) + ", kv ×" + std::to_string(ks), reference(p, all, true),
+                 run(*gpu_, p, all, true), kBound);
+    expect_close("alone, q ×" + std::to_string(qs), reference(p, {0}, true), run(*gpu_, p, {0}, true),
+                 kBound);
+  }
+}
+
+TEST_F(CudaAttentionFd, BadKeyIdsAreReportedAndOtherTokensStayExact) {
+  // −1 and T in a list (batch 1: split; batch 40: one unit per token): synchronize() reports
+  // OUT_OF_RANGE naming the op, the flag is cleared, the output stays finite and the other tokens
+  // keep their bits.
+  Problem p = lengths(64, 300, {200, 100, 5});
+  for (int32_t bad : {-1, 300}) {
+    for (int64_t nq : {int64_t{1}, int64_t{40}}) {
+      Problem b = p;
+      b.S = nq;
+      b.lists.clear();
+      Tensor q = Tensor::empty(DType::kF32, {nq, p.nH, kD});
+      for (int64_t i = 0; i < nq; ++i) {
+        b.lists.push_back(p.lists[i % 3]);
+        std::memcpy(q.data<float>() + i * p.nH * kD, p.q.data<float>() + (i % 3) * p.nH * kD,
+                    sizeof(float) * p.nH * kD);
+      }
+      b.q = q;
+      const Tensor good = run(*gpu_, b, iota(nq), true);
+      b.lists[0][17] = bad;
+      std::vector<int32_t> offs{0}, ids;
+      for (const auto& l : b.lists) {
+        ids.insert(ids.end(), l.begin(), l.end());
+        offs.push_back(static_cast<int32_t>(ids.size()));
+      }
+      auto dq = on_device(b.q), dk = on_device(b.kv), ds = on_device(b.sinks),
+           doff = on_device(Tensor::from_i32({nq + 1}, offs)),
+           dids = on_device(Tensor::from_i32({int64_t(ids.size())}, ids)),
+           dout = on_device(Tensor::empty(DType::kF32, {nq, p.nH, kD}));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_TRUE(gpu_->attention(dq.dev, dk.dev, dk.dev, doff.dev, dids.dev, &ds.dev, p.scale,
+                                  dout.dev, 200).ok());
+      const Status st = gpu_->synchronize();
+      EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << "id " << bad << ": " << st.to_string();
+      EXPECT_NE(st.message().find("attention: key id"), std::string::npos) << st.message();
+      EXPECT_TRUE(gpu_->synchronize().ok());  // cleared
+      const Tensor got = to_host(dout);
+      for (int64_t c = 0; c < got.numel(); ++c)
+        ASSERT_TRUE(std::isfinite(got.data<float>()[c])) << "id " << bad << " index " << c;
+      if (nq > 1) expect_rows_bitwise("a token after the bad one", got, 1, good, 1, p.nH * kD);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda

@@ -1,0 +1,302 @@
+// The decode routed experts on tensor cores (experts_mma.cuh) at DeepSeek-V4-Flash's expert
+// shapes (gate_up 4096 -> 4096 and down 2048 -> 4096, FP4 e2m1 with 1×32 ue8m0 scales, 256
+// experts, top-6; decode batches of 1, 4, 16 and 32 tokens and a crowded 128-slot batch with 16
+// tokens on one expert), random routing with repeated experts and one bad id per batch:
+//  - against a double reference of the dequantized weights on ~64 sampled outputs per slot, with
+//    the error normalised by Σ|x·w| (the scale every fp32 summation error is relative to): the
+//    new kernel's worst error is at most max(2 × the session-5 GEMV's worst error on the same
+//    outputs, 16·u), u = 2^-24 (16·u ≈ 1e-6 of Σ|x·w|: the per-block fp32 promotions alone
+//    allow ~K/32·u; see the header of experts_mma.cuh for the arithmetic);
+//  - against the GEMV (gemv_experts_v2) on every output of every slot (|new − v2| ≤ 1e-4 of the
+//    slot row's largest |v2|: any layout / permutation slip gives O(1) differences);
+//  - rows of the bad-id slot left untouched (the buffer's NaN fill), every other output written;
+//  - x rows of very different magnitudes (2^-60 … 2^60, a zero row) and unaligned x.
+// Fresh random inputs each run; the seed is printed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/experts_mma.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+
+DeviceBuffer dev_alloc(uint64_t bytes) {
+  auto b = DeviceBuffer::allocate(std::max<uint64_t>(bytes, 16));
+  EXPECT_TRUE(b.ok()) << b.status().to_string();
+  return b.ok() ? std::move(b).value() : DeviceBuffer();
+}
+
+class CudaExpertsMma : public ::testing::Test {
+ protected:
+  // P distinct weight sets; expert e uses set e % P (keeps host memory small; the kernels see E
+  // distinct pointers).
+  struct Set {
+    int64_t P = 0, N = 0, K = 0;
+    std::vector<uint8_t> w;   // [P][N][K/2] e2m1 codes (low nibble = even k)
+    std::vector<uint8_t> s;   // [P][N][K/32] ue8m0
+    DeviceBuffer dw, ds, tables;  // tables: [E] weight pointers, then [E] scale pointers
+    int64_t wbytes() const { return N * K / 2; }
+    int64_t sbytes() const { return N * (K / 32); }
+  };
+
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    sm_ = (uint64_t{seed_} << 32) ^ 0x5DEECE66Dull;
+    std::printf("seed %u\n", seed_);
+  }
+  uint64_t next64() {  // splitmix64, seeded from the test's seed
+    uint64_t z = (sm_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  void make_set(Set& st, int64_t E) {
+    st.w.resize(st.P * st.wbytes());
+    for (size_t i = 0; i < st.w.size(); i += 8) {
+      const uint64_t v = next64();
+      std::memcpy(st.w.data() + i, &v, std::min<size_t>(8, st.w.size() - i));
+    }
+    st.s.resize(st.P * st.sbytes());
+    for (uint8_t& b : st.s) b = static_cast<uint8_t>(118 + next64() % 10);
+    st.s[1] = 0;  // 2^-127, the smallest scale
+    st.dw = dev_alloc(st.w.size());
+    st.ds = dev_alloc(st.s.size());
+    ASSERT_EQ(cudaMemcpy(st.dw.data(), st.w.data(), st.w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(st.ds.data(), st.s.data(), st.s.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<const void*> tab(2 * E);
+    for (int64_t e = 0; e < E; ++e) {
+      tab[e] = static_cast<uint8_t*>(st.dw.data()) + (e % st.P) * st.wbytes();
+      tab[E + e] = static_cast<uint8_t*>(st.ds.data()) + (e % st.P) * st.sbytes();
+    }
+    st.tables = dev_alloc(tab.size() * sizeof(void*));
+    ASSERT_EQ(cudaMemcpy(st.tables.data(), tab.data(), tab.size() * sizeof(void*), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  static double deq(const Set& st, int64_t p, int64_t n, int64_t k) {
+    static const double kVal[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    const uint8_t b = st.w[p * st.wbytes() + n * (st.K / 2) + k / 2];
+    const int c = (k & 1) ? b >> 4 : b & 15;
+    const double s = std::ldexp(1.0, int(st.s[p * st.sbytes() + n * (st.K / 32) + k / 32]) - 127);
+    return (c & 8 ? -kVal[c & 7] : kVal[c & 7]) * s;
+  }
+  std::vector<float> randn(int64_t rows, int64_t K, float scale) {
+    std::vector<float> x(rows * K);
+    std::normal_distribution<float> nd(0.f, scale);
+    for (float& v : x) v = nd(rng_);
+    return x;
+  }
+  // k distinct experts per token; `hot`: expert 5 in every token.
+  std::vector<int32_t> route(int64_t B, int64_t k, int64_t E, bool hot) {
+    std::vector<int32_t> ids;
+    for (int64_t t = 0; t < B; ++t) {
+      std::vector<int32_t> mine;
+      if (hot) mine.push_back(5);
+      while (static_cast<int64_t>(mine.size()) < k) {
+        const int32_t e = static_cast<int32_t>(rng_() % E);
+        if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+      }
+      ids.insert(ids.end(), mine.begin(), mine.end());
+    }
+    return ids;
+  }
+
+  // out [slots, N] (host) of the new kernel (mma) or gemv_experts_v2; untouched elements keep
+  // the NaN fill (all bits set).
+  std::vector<float> run(bool mma, const Set& st, const float* dx, int64_t x_rows, int64_t x_div,
+                         int64_t slots, int64_t E, const int32_t* grp) {
+    DeviceBuffer out = dev_alloc(slots * st.N * 4);
+    EXPECT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    const auto* tab = static_cast<const void* const*>(st.tables.data());
+    const int32_t* perm = grp;
+    const int32_t* row_off = perm + slots;
+    const int32_t* act_off = row_off + E + 1;
+    float* o = static_cast<float*>(out.data());
+    if (mma) {
+      EXPECT_TRUE(kernels::experts_mma_supported(2, slots, E, true, false, true, st.N, st.K, 1, 32));
+      DeviceBuffer ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
+      kernels::experts_mma(dx, x_rows, x_div, perm, row_off, act_off, slots, E, tab, tab + E, st.N,
+                           st.K, ws.data(), o, nullptr);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    } else {
+      EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, slots, E, true, true, st.N, st.K, 32));
+      kernels::gemv_experts_v2(dx, x_div, perm, row_off, act_off, slots, E, tab, tab + E, false,
+                               st.N, st.K, 1, 32, o, nullptr);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<float> h(slots * st.N);
+    EXPECT_EQ(cudaMemcpy(h.data(), out.data(), h.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+  // One projection: x [x_rows, K] (slot i reads row i / x_div), ids [slots] (may hold a bad id).
+  void check(const std::string& what, const Set& st, const std::vector<float>& x, int64_t x_div,
+             const std::vector<int32_t>& ids, int64_t E, int x_shift) {
+    SCOPED_TRACE(what + ", seed " + std::to_string(seed_));
+    const int64_t slots = static_cast<int64_t>(ids.size());
+    const int64_t x_rows = static_cast<int64_t>(x.size()) / st.K;
+    DeviceBuffer dids = dev_alloc(slots * 4), grp = dev_alloc((slots + 2 * (E + 1)) * 4),
+                 flag = dev_alloc(16), dxb = dev_alloc(x.size() * 4 + 16);
+    ASSERT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(flag.data(), 0, 16), cudaSuccess);
+    float* dx = static_cast<float*>(dxb.data()) + x_shift;
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    int32_t* g = static_cast<int32_t*>(grp.data());
+    kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E,
+                       static_cast<int>(std::max<int64_t>(slots, 1)), g, g + slots, g + slots + E + 1,
+                       static_cast<int32_t*>(flag.data()), nullptr);
+    const std::vector<float> v2 = run(false, st, dx, x_rows, x_div, slots, E, g);
+    const std::vector<float> nw = run(true, st, dx, x_rows, x_div, slots, E, g);
+    const uint32_t kFill = 0xFFFFFFFFu;
+    auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+    // Every output against the GEMV; bad-id rows untouched.
+    int64_t n_bad_written = 0, n_unwritten = 0, n_far = 0;
+    double worst_far = 0;
+    for (int64_t sl = 0; sl < slots; ++sl) {
+      const bool bad = ids[sl] < 0 || ids[sl] >= E;
+      double row_max = 0;
+      for (int64_t n = 0; n < st.N; ++n) row_max = std::max(row_max, std::fabs(double(v2[sl * st.N + n])));
+      for (int64_t n = 0; n < st.N; ++n) {
+        const float a = nw[sl * st.N + n], b = v2[sl * st.N + n];
+        if (bad) {
+          n_bad_written += bits(a) != kFill;
+          continue;
+        }
+        if (bits(a) == kFill) {
+          ++n_unwritten;
+          continue;
+        }
+        const double d = std::fabs(double(a) - double(b));
+        if (!(d <= 1e-4 * row_max)) {
+          if (n_far < 5)
+            ADD_FAILURE() << "slot " << sl << " (expert " << ids[sl] << ") row " << n << ": mma " << a
+                          << " vs gemv " << b << " (row max " << row_max << ")";
+          ++n_far;
+          worst_far = std::max(worst_far, d / std::max(row_max, 1e-300));
+        }
+      }
+    }
+    EXPECT_EQ(n_bad_written, 0) << "outputs of a bad-id slot were written";
+    EXPECT_EQ(n_unwritten, 0) << "outputs of grouped slots were not written";
+    EXPECT_EQ(n_far, 0) << "outputs off the GEMV's by more than 1e-4 of the row max (worst " << worst_far << ")";
+    // Double reference on sampled outputs: worst normalised error of each kernel.
+    double err_new = 0, err_old = 0;
+    int64_t worst_sl = -1, worst_n = -1;
+    for (int64_t sl = 0; sl < slots; ++sl) {
+      if (ids[sl] < 0 || ids[sl] >= E) continue;
+      const int64_t p = ids[sl] % st.P;
+      const float* xr = x.data() + (sl / x_div) * st.K;
+      for (int64_t n = (sl * 7) % 61; n < st.N; n += std::max<int64_t>(1, st.N / 64)) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < st.K; ++k) {
+          const double pr = double(xr[k]) * deq(st, p, n, k);
+          s += pr;
+          a += std::fabs(pr);
+        }
+        if (a == 0) {
+          EXPECT_EQ(nw[sl * st.N + n], 0.f) << "slot " << sl << " row " << n << ": exact zero expected";
+          continue;
+        }
+        const double en = std::fabs(double(nw[sl * st.N + n]) - s) / a;
+        const double eo = std::fabs(double(v2[sl * st.N + n]) - s) / a;
+        if (!(en <= err_new)) worst_sl = sl, worst_n = n;
+        err_new = std::isnan(en) ? INFINITY : std::max(err_new, en);
+        err_old = std::max(err_old, eo);
+      }
+    }
+    std::printf("%s: worst |err| / sum|x*w|: mma %.3g, gemv v2 %.3g (u = %.3g)\n", what.c_str(), err_new,
+                err_old, kU);
+    EXPECT_LE(err_new, std::max(2 * err_old, 16 * kU))
+        << "mma error vs double above max(2 x gemv's, 16u); worst at slot " << worst_sl << " row " << worst_n;
+  }
+
+  unsigned seed_ = 0;
+  std::mt19937 rng_;
+  uint64_t sm_ = 0;
+};
+
+TEST_F(CudaExpertsMma, MatchesDoubleAndGemvAtV4ShapesForDecodeBatches) {
+  const int64_t E = 256, k = 6, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 40;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  for (int64_t B : {1, 4, 16, 32}) {
+    std::vector<int32_t> ids = route(B, k, E, B >= 4);
+    ids[(B * k) / 2] = B % 2 ? -1 : static_cast<int32_t>(E + 3);  // one bad id
+    const std::string tag = "B=" + std::to_string(B);
+    check("gate_up " + tag, gate_up, randn(B, H, 1.f), k, ids, E, 0);
+    check("down " + tag, down, randn(B * k, I, 0.3f), 1, ids, E, B == 4 ? 1 : 0);
+  }
+}
+
+// 128 slots: 16 tokens × top-8, expert 5 in every token (16 rows: two passes of 8 tokens, the
+// 4-tile path), expert 9 in half of them, the rest random; one bad id; rows of 2^-60 … 2^60 and
+// a zero row.
+TEST_F(CudaExpertsMma, CrowdedExpertsWideRowMagnitudesAndUnalignedX) {
+  const int64_t E = 256, k = 8, B = 16, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 12;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  std::vector<int32_t> ids;
+  for (int64_t t = 0; t < B; ++t) {
+    std::vector<int32_t> mine{5};
+    if (t % 2 == 0) mine.push_back(9);
+    while (static_cast<int64_t>(mine.size()) < k) {
+      const int32_t e = static_cast<int32_t>(rng_() % E);
+      if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+    }
+    ids.insert(ids.end(), mine.begin(), mine.end());
+  }
+  ids[37] = static_cast<int32_t>(E);  // bad
+  std::vector<float> xg = randn(B, H, 1.f);
+  for (int64_t t = 0; t < B; ++t) {
+    const float f = std::ldexp(1.f, static_cast<int>(t * 8) - 60);  // 2^-60 … 2^60
+    for (int64_t i = 0; i < H; ++i) xg[t * H + i] *= f;
+  }
+  std::fill(xg.begin() + 3 * H, xg.begin() + 4 * H, 0.f);  // token 3: a zero row
+  check("gate_up crowded", gate_up, xg, k, ids, E, 1);
+  std::vector<float> xd = randn(B * k, I, 0.3f);
+  for (int64_t i = 0; i < I; ++i) xd[7 * I + i] *= 1e-30f;
+  check("down crowded", down, xd, 1, ids, E, 0);
+}
+
+// Host-side check: runs without a device.
+TEST(CudaExpertsMmaLayouts, TakesOnlyTheLayoutsItImplements) {
+  EXPECT_TRUE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 1, 32));
+  EXPECT_TRUE(kernels::experts_mma_supported(2, 128, 256, true, false, true, 4096, 2048, 1, 32));
+  EXPECT_TRUE(kernels::experts_mma_supported(2, 1, 1024, true, false, true, 32, 256, 1, 32));
+  EXPECT_FALSE(kernels::experts_mma_supported(1, 6, 256, true, false, true, 4096, 4096, 1, 32));   // FP8
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, false, false, true, 4096, 4096, 1, 32));  // no scales
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, true, true, 4096, 4096, 1, 32));    // f32 scales
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, false, 4096, 4096, 1, 32));  // unaligned rows
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4080, 4096, 1, 32));   // N % 32
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4000, 1, 32));   // K % 256
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 1, 64));   // 1×64 blocks
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 128, 128)); // 128×128
+  EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 2048, true, false, true, 4096, 4096, 1, 32));  // > 1024 experts
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
