@@ -638,10 +638,9 @@ TEST_F(CudaHcPre, BadArgumentsAreNamed) {
   EXPECT_NE(st.message().find("post"), std::string::npos) << st.message();
 }
 
-// rms_norm_rope: bitwise the rms_norm + rope kernels at the V4 shapes (q heads [S, 64, 512]
-// unweighted, kv [S, 1, 512] weighted, 64 rotated channels) and a half-leading layout; within
-// rope's bound of the CPU; in place too. (It is those two kernels since a one-kernel version
-// failed this test on the H200 — docs/cuda.md "Fused small ops"; the test stays for any new one.)
+// rms_norm_rope: one kernel, bitwise the rms_norm + rope kernels at the V4 shapes (q heads
+// [S, 64, 512] unweighted, kv [S, 1, 512] weighted, 64 rotated channels) and a half-leading
+// layout; within rope's bound of the CPU; in place too.
 TEST_F(CudaOps, RmsNormRopeFusedEqualsTheTwoKernels) {
   struct Case { int64_t S, nh, D, half; bool weighted; backend::RopeStyle style; };
   const Case cases[] = {{1, 64, 512, 32, false, backend::RopeStyle::kInterleavedTrailing},

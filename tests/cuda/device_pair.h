@@ -23,6 +23,11 @@ struct Pair {
 inline Pair on_device(const backend::Tensor& h) {
   Pair p{h, std::move(DeviceBuffer::allocate(std::max<uint64_t>(h.nbytes(), 16))).value(), {}};
   EXPECT_EQ(cudaMemcpy(p.buf.data(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  // A pageable host-to-device cudaMemcpy may return before its DMA lands, and the legacy stream
+  // it runs on is not ordered with the backend's non-blocking stream: without this wait a kernel
+  // launched next can read a half-uploaded input, or have its output overwritten by the late DMA
+  // (seen on the H200: the last rows of a fresh output buffer read back as 0).
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   p.dev = backend::Tensor::borrow(p.buf.data(), h.dtype(), h.shape());
   return p;
 }

@@ -812,10 +812,17 @@ Status CudaBackend::rope(Tensor& x, const Tensor& positions, const Tensor& inv_f
 Status CudaBackend::rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
                                   const Tensor& positions, const Tensor& inv_freq,
                                   backend::RopeStyle style, float mscale, Tensor& out) {
-  // The two kernels (Backend's default). A one-kernel version (session 6) left some rows of a
-  // [16, 64, 512] batch unwritten in 2 of 4 H200 runs of cuda_ops_test — cause not found — so
-  // it was removed rather than kept on by default.
-  return Backend::rms_norm_rope(x, weight, eps, positions, inv_freq, style, mscale, out);
+  if (x.rank() != 3 || !kernels::rms_norm_rope_supported(x.dim(2)))
+    return Backend::rms_norm_rope(x, weight, eps, positions, inv_freq, style, mscale, out);
+  const char* op = "rms_norm_rope";
+  DI_ASSIGN_OR_RETURN(const auto d, check_rope(x, positions, inv_freq));
+  DI_RETURN_IF_ERROR(check_tensor(op, "out", out, DType::kF32, {d.S, d.nh, d.D}));
+  if (weight) DI_RETURN_IF_ERROR(check_tensor(op, "weight", *weight, DType::kF32, {d.D}));
+  kernels::rms_norm_rope(x.data<float>(), weight ? weight->data<float>() : nullptr,
+                         positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
+                         d.half, eps, style == backend::RopeStyle::kInterleavedTrailing, mscale,
+                         out.data<float>(), stream());
+  return launched(op);
 }
 
 Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -79,7 +79,8 @@ class CudaBackend : public backend::Backend {
   Status rope(backend::Tensor& x, const backend::Tensor& positions,
               const backend::Tensor& inv_freq, backend::RopeStyle style, float mscale,
               bool inverse) override;
-  // The base implementation (rms_norm then rope); see cuda_backend.cpp for the removed fused kernel.
+  // One kernel (elementwise.cu rms_norm_rope, bitwise rms_norm then rope) for heads narrower than
+  // 2048, else the base implementation.
   Status rms_norm_rope(const backend::Tensor& x, const backend::Tensor* weight, float eps,
                        const backend::Tensor& positions, const backend::Tensor& inv_freq,
                        backend::RopeStyle style, float mscale, backend::Tensor& out) override;

@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, cons
 constexpr int kRopeHeads = 8;
 
 // The rotated pair (a, b) -> (a·cs − b·sn, b·cs + a·sn), the rounding pinned with intrinsics (the
-// compiler could contract either product of a difference of products).
+// compiler could contract either product of a difference of products), so rope_kernel and
+// rms_norm_rope_kernel give the same bits.
 __device__ __forceinline__ float rope_a(float a, float b, float cs, float sn) {
   return __fmaf_rn(a, cs, -__fmul_rn(b, sn));
 }
@@ -97,6 +98,49 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
     const float a = *pa, b = *pb;
     *pa = rope_a(a, b, cs, sn);
     *pb = rope_b(a, b, cs, sn);
+  }
+}
+
+// rms_norm then rope on one head row per block (rms_norm_rope): the arithmetic of
+// rms_norm_kernel<256, 1> (the path rms_norm takes for rows narrower than 2048) and of
+// rope_kernel, so the result is bitwise that of the two kernels for such rows. The normalised row
+// is staged in shared memory (dynamic, D floats) so that a rotated pair may span threads.
+constexpr int kNormRopeThreads = 256;
+
+__global__ void __launch_bounds__(kNormRopeThreads)
+    rms_norm_rope_kernel(const float* x, const float* w, const int32_t* positions,
+                         const float* inv_freq, int64_t nh, int64_t D, int64_t half, float eps,
+                         bool interleaved, float mscale, float* y) {
+  extern __shared__ float row[];  // [D]
+  __shared__ float red[kNormRopeThreads / 32];
+  const int64_t r = blockIdx.x, s = r / nh;
+  const float* xr = x + r * D;
+  float* yr = y + r * D;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < D; i += kNormRopeThreads) ss += xr[i] * xr[i];
+  ss = block_sum<kNormRopeThreads>(ss, red);
+  const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += kNormRopeThreads) {
+    const float v = xr[i] * inv;
+    row[i] = w ? v * w[i] : v;
+  }
+  __syncthreads();
+  const float p = static_cast<float>(positions[s]);
+  const int64_t lo = interleaved ? D - 2 * half : 0;  // rotated channels [lo, lo + 2·half)
+  for (int64_t i = threadIdx.x; i < D; i += kNormRopeThreads) {
+    if (i < lo || i >= lo + 2 * half) yr[i] = row[i];  // not rotated
+  }
+  for (int64_t i = threadIdx.x; i < half; i += kNormRopeThreads) {
+    const float ang = __fmul_rn(p, inv_freq[i]);  // as rope_kernel
+    float sn, cs;
+    sincosf(ang, &sn, &cs);
+    cs = cs * mscale;
+    sn = sn * mscale;
+    const int64_t ia = interleaved ? lo + 2 * i : i;
+    const int64_t ib = interleaved ? ia + 1 : i + half;
+    const float a = row[ia], b = row[ib];
+    yr[ia] = rope_a(a, b, cs, sn);
+    yr[ib] = rope_b(a, b, cs, sn);
   }
 }
 
@@ -151,6 +195,17 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, 
   const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>((nh + kRopeHeads - 1) / kRopeHeads));
   rope_kernel<<<grid, 128, 0, s>>>(x, positions, inv_freq, nh, D, half, interleaved_trailing,
                                    mscale, inverse);
+}
+
+bool rms_norm_rope_supported(int64_t D) { return D > 0 && D < 2048; }
+
+void rms_norm_rope(const float* x, const float* w, const int32_t* positions, const float* inv_freq,
+                   int64_t S, int64_t nh, int64_t D, int64_t half, float eps,
+                   bool interleaved_trailing, float mscale, float* y, cudaStream_t s) {
+  if (S * nh <= 0 || D <= 0) return;
+  rms_norm_rope_kernel<<<static_cast<unsigned>(S * nh), kNormRopeThreads,
+                         static_cast<size_t>(D) * sizeof(float), s>>>(
+      x, w, positions, inv_freq, nh, D, half, eps, interleaved_trailing, mscale, y);
 }
 
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s) {

@@ -40,6 +40,12 @@ constexpr int64_t kRopeMaxHalf = 512;
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
           int64_t D, int64_t half, bool interleaved_trailing, float mscale, bool inverse,
           cudaStream_t s);
+// y[S, nh, D] = rope(rms_norm(x) per head row (· w[D] if non-null)), forward rotation; bitwise
+// rms_norm then rope for D where rms_norm_rope_supported(D) (rows narrower than 2048). y may be x.
+bool rms_norm_rope_supported(int64_t D);
+void rms_norm_rope(const float* x, const float* w, const int32_t* positions, const float* inv_freq,
+                   int64_t S, int64_t nh, int64_t D, int64_t half, float eps,
+                   bool interleaved_trailing, float mscale, float* y, cudaStream_t s);
 // out[M, I] = silu(min(g, lim)) · clamp(u, -lim, lim), gate_up[M, 2I]; lim <= 0: no clamp.
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s);
 // out[n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c].
