@@ -15,30 +15,8 @@ namespace {
 
 using testing::Rand;
 
-// Bitwise equality (NaN patterns included), worst index printed.
-void expect_same_bits(const char* what, const Tensor& got, const Tensor& want, uint32_t seed) {
-  ASSERT_EQ(got.numel(), want.numel()) << what;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    uint32_t g, w;
-    std::memcpy(&g, got.data<float>() + i, 4);
-    std::memcpy(&w, want.data<float>() + i, 4);
-    ASSERT_EQ(g, w) << what << " differs at flat index " << i << " ("
-                    << testing::coords(got.shape(), i) << "): " << got.data<float>()[i] << " vs "
-                    << want.data<float>()[i] << ", seed " << seed;
-  }
-}
-
-class HcPreDefault : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override {
-    CpuBackendOptions o;
-    o.reference = GetParam();
-    o.num_threads = 2;
-    be_ = make_cpu_backend(o);
-  }
-  std::unique_ptr<Backend> be_;
-  Rand rnd_;
-};
+using testing::expect_same_bits;
+class HcPreDefault : public testing::CpuModesTest {};
 
 TEST_P(HcPreDefault, SiteEqualsComposedCallsBitwise) {
   for (int64_t hc : {4, 3}) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -66,5 +68,32 @@ inline void expect_close(const std::string& what, const Tensor& got, const std::
                   << got.data<float>()[worst] << " want " << want[worst] << " (atol " << atol
                   << ", rtol " << rtol << "), seed " << seed;
 }
+
+// Bitwise equality of two F32 tensors (NaN patterns included): the first differing element, its
+// coordinates and the seed on failure.
+inline void expect_same_bits(const char* what, const Tensor& got, const Tensor& want, uint32_t seed) {
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    uint32_t g, w;
+    std::memcpy(&g, got.data<float>() + i, 4);
+    std::memcpy(&w, want.data<float>() + i, 4);
+    ASSERT_EQ(g, w) << what << " differs at flat index " << i << " (" << coords(got.shape(), i)
+                    << "): " << got.data<float>()[i] << " vs " << want.data<float>()[i]
+                    << ", seed " << seed;
+  }
+}
+
+// A fixture over both CPU backend modes (the parameter: reference mode), two threads.
+class CpuModesTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    CpuBackendOptions o;
+    o.reference = GetParam();
+    o.num_threads = 2;
+    be_ = make_cpu_backend(o);
+  }
+  std::unique_ptr<Backend> be_;
+  Rand rnd_;
+};
 
 }  // namespace deepinfer::backend::testing
