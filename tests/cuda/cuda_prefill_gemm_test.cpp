@@ -40,6 +40,7 @@
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/runtime.h"
 #include "device_pair.h"
+#include "random_experts.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -578,26 +579,8 @@ TEST_F(CudaPrefillGemm, BackendRoutedExpertsMatchCpu) {
   std::mt19937 mt(seed_);
   backend::ExpertSet cpu_set, gpu_set;
   std::vector<testing::Pair> keep;
-  for (int64_t e = 0; e < E; ++e)
-    for (int proj = 0; proj < 2; ++proj) {
-      const int64_t R = proj == 0 ? 2 * I : H, K = proj == 0 ? H : I;
-      backend::Weight hw;
-      hw.w = backend::Tensor::empty(DType::kF4E2M1, {R, K});
-      for (uint64_t i = 0; i < hw.w.nbytes(); ++i) hw.w.data<uint8_t>()[i] = static_cast<uint8_t>(mt());
-      hw.block_rows = 1;
-      hw.block_cols = 32;
-      hw.scale = backend::Tensor::empty(DType::kF8E8M0, {R, K / 32});
-      for (int64_t i = 0; i < hw.scale.numel(); ++i) hw.scale.data<uint8_t>()[i] = static_cast<uint8_t>(118 + mt() % 10);
-      backend::Tensor deq = backend::Tensor::empty(DType::kF32, {R, K});
-      ASSERT_TRUE(cpu->dequantize(hw.w, &hw.scale, 1, 32, deq).ok());
-      (proj == 0 ? cpu_set.gate_up : cpu_set.down).push_back(backend::Weight::of(deq));
-      backend::Weight dw = hw;
-      keep.push_back(testing::on_device(hw.w));
-      dw.w = keep.back().dev;
-      keep.push_back(testing::on_device(hw.scale));
-      dw.scale = keep.back().dev;
-      (proj == 0 ? gpu_set.gate_up : gpu_set.down).push_back(dw);
-    }
+  testing::random_fp4_experts(*cpu, E, H, I, mt, cpu_set, gpu_set, keep);
+  if (HasFatalFailure()) return;
   ASSERT_TRUE(gpu->prepare_experts(gpu_set).ok());
   auto randn_t = [&](backend::Shape sh, float sc) {
     backend::Tensor t = backend::Tensor::empty(DType::kF32, std::move(sh));
