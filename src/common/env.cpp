@@ -55,10 +55,10 @@ Env Env::from_process() {
     }
   }
   if (auto v = get("DEEPINFER_CUDA_MOE_TC")) {
-    if (*v == "v1" || *v == "v2" || *v == "v2s3" || *v == "v2n256") {
+    if (*v == "v1" || *v == "v2" || *v == "v2s3" || *v == "v2n256" || *v == "v3") {
       e.cuda_moe_tc = *v;
     } else {
-      log_warning("DEEPINFER_CUDA_MOE_TC='" + *v + "' is not v1, v2, v2s3 or v2n256; using v2s3");
+      log_warning("DEEPINFER_CUDA_MOE_TC='" + *v + "' is not v1, v2, v2s3, v2n256 or v3; using v2s3");
     }
   }
 
@@ -91,6 +91,19 @@ Env Env::from_process() {
     if (end == v->c_str() || *end != '\0' || n < 1 || n > 256)
       log_warning("DEEPINFER_PREFILL_GEMM_CHUNK='" + *v + "' is not in [1, 256]; using 16");
     else e.prefill_gemm_chunk = static_cast<int>(n);
+  }
+
+  if (auto v = get("DEEPINFER_BI_EXPERTS")) {
+    if (*v == "mma" || *v == "gemv") e.bi_experts = *v;
+    else log_warning("DEEPINFER_BI_EXPERTS='" + *v + "' is not mma or gemv; using mma");
+  }
+  if (auto v = get("DEEPINFER_BI_LINEAR")) {
+    if (*v == "gemv_tc" || *v == "tc") e.bi_linear = *v;
+    else log_warning("DEEPINFER_BI_LINEAR='" + *v + "' is not gemv_tc or tc; using gemv_tc");
+  }
+  if (auto v = get("DEEPINFER_GEMV_PDL")) {
+    if (*v == "0" || *v == "1") e.gemv_pdl = *v == "1";
+    else log_warning("DEEPINFER_GEMV_PDL='" + *v + "' is not 0 or 1; using 1");
   }
 
   std::string home = get("HOME").value_or("/root");

@@ -33,8 +33,9 @@ struct Env {
   // Default auto (session 6, H200 bench_ops: CSA decode at batch 1 / 16 / 128 27.9 / 60.5 / 281 µs
   // against simt's 36.0 / 264 / 1,898; the 16×128 prefill +10 %).
   std::string cuda_attention = "auto";
-  // DEEPINFER_CUDA_MOE_TC: v1|v2|v2s3|v2n256 — the grouped FP4 routed-expert tensor-core GEMM
-  // for prefill-sized batches (v1: linear_tc.cuh tc_kernel; v2*: moe_tc.cuh variants, same bits).
+  // DEEPINFER_CUDA_MOE_TC: v1|v2|v2s3|v2n256|v3 — the grouped FP4 routed-expert tensor-core GEMM
+  // for prefill-sized batches (v1: linear_tc.cuh tc_kernel; v2*: moe_tc.cuh variants, same bits;
+  // v3: session 7's pipelined kernel, moe_tc_v3.cuh).
   std::string cuda_moe_tc = "v2s3";
   // DEEPINFER_CUDA_HC: fused|composed — an mHC site at decode-sized S (<= 64 tokens, not under
   // --batch-invariant) as the two fused kernels of hc_pre (hyper_connection.cu), or as the
@@ -50,6 +51,17 @@ struct Env {
   int prefill_gemm = 1;
   // DEEPINFER_PREFILL_GEMM_CHUNK: routed experts dequantized per chunk on that path (1..256).
   int prefill_gemm_chunk = 16;
+  // DEEPINFER_BI_EXPERTS: mma|gemv — the routed experts under --batch-invariant: mma (default,
+  // session 7) = the tensor-core decode kernel (experts_mma.cuh) for every slot count, whose bits
+  // depend only on a slot's own row; gemv = the streaming GEMV experts (session 5).
+  std::string bi_experts = "mma";
+  // DEEPINFER_BI_LINEAR: gemv_tc|tc — dense products under --batch-invariant at decode-sized M:
+  // gemv_tc (default, session 7) = a weight-streaming tensor-core kernel with linear_tc's bits;
+  // tc = linear_tc's tiles for every M (session 5).
+  std::string bi_linear = "gemv_tc";
+  // DEEPINFER_GEMV_PDL: 1 (default) | 0 — launch the decode GEMV kernels with programmatic
+  // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
+  bool gemv_pdl = true;
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
