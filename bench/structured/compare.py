@@ -175,6 +175,9 @@ def main():
     ap.add_argument("--engines", default="deepinfer,llguidance,xgrammar")
     ap.add_argument("--json-out")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    # Stop after the schema during which this many seconds have passed (every engine has then run
+    # the same schemas; the report says how many). For runs that must end by a deadline.
+    ap.add_argument("--time-limit-s", type=float, default=0)
     args = ap.parse_args()
     global CLOCK
     CLOCK = args.clock
@@ -197,6 +200,7 @@ def main():
            for e in engines}
     loads = []
     t_start = time.time()
+    done = 0
     for k, (fname, (schema, docs)) in enumerate(schemas.items()):
         loads.append(os.getloadavg()[0])
         order = engines[k % len(engines):] + engines[:k % len(engines)]
@@ -212,8 +216,13 @@ def main():
             r["docs"] += len(docs)
         if (k + 1) % 25 == 0:
             print(f"[compare] {k + 1}/{len(schemas)} schemas, {time.time() - t_start:.0f} s", file=sys.stderr, flush=True)
+        done = k + 1
+        if args.time_limit_s and time.time() - t_start > args.time_limit_s:
+            print(f"[compare] time limit: stopped after {done}/{len(schemas)} schemas", file=sys.stderr, flush=True)
+            break
     loads.append(os.getloadavg()[0])
-    out = {"schemas": len(schemas), "documents": sum(len(d) for _, d in schemas.values()),
+    ran = list(schemas.values())[:done]
+    out = {"schemas": done, "schemas_in_file": len(schemas), "documents": sum(len(d) for _, d in ran),
            "wall_s": time.time() - t_start, "cpus": os.cpu_count(), "clock": CLOCK,
            "python_clock_overhead_us": OVERHEAD_US,
            "load_avg_1min": {"mean": statistics.fmean(loads), "min": min(loads), "max": max(loads)},

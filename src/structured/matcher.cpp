@@ -143,8 +143,31 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
     return f;
   };
   const uint32_t begin = parent + 1, end = trie[parent].subtree_end, base_depth = trie[parent].depth;
+  // From the root of the full trie, a first byte is tested on the lexemes before its node is
+  // touched: a dead one is skipped whole, exactly as the test below would (whether its
+  // subtree is plain or not, a skipped subtree leaves `bits` as they are).
+  const uint32_t* root_kids = nullptr;
+  const uint8_t* root_bytes = nullptr;
+  size_t root_k = 0, root_n = 0;
+  if (parent == 0 && orig == nullptr) {
+    root_kids = vocab_->root_children().data();
+    root_bytes = vocab_->root_child_bytes().data();
+    root_n = vocab_->root_children().size();
+  }
   uint32_t i = begin;
   while (i < end) {
+    if (root_kids) {
+      while (root_k < root_n && root_kids[root_k] < i) ++root_k;
+      if (root_k < root_n && root_kids[root_k] == i) {
+        const uint8_t b = root_bytes[root_k];
+        bool alive = false;
+        for (uint32_t k = 0; k < cnt[0] && !alive; ++k) alive = dfas[idx[k]]->next(sts[k], b) != Dfa::kDead;
+        if (!alive) {
+          i = root_k + 1 < root_n ? root_kids[root_k + 1] : end;
+          continue;
+        }
+      }
+    }
     const TrieNode& n = trie[i];
     if (n.plain_len_of(plain_cls) <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
     size_t rel = n.depth - base_depth;

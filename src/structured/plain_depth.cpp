@@ -74,7 +74,7 @@ namespace {
 // Pairs are visited once over all levels: a pair seen at a lower level was checked there with
 // every continuation, at a smaller length.
 uint32_t plain_depth_code_points(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                                 uint32_t max_visit, int cls, const Reps& reps) {
+                                 uint32_t max_visit, int cls, const Reps& reps, bool* exhausted) {
   thread_local Visited visited_pairs;
   visited_pairs.reset(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates);
   uint32_t* seen_pair = visited_pairs.stamp.data();
@@ -101,7 +101,7 @@ uint32_t plain_depth_code_points(const Dfa& dfa, uint32_t state, bool stop_at_de
           uint8_t nr = plain_text::step(r, b, cls);
           if (seen_pair[key(ns, nr)] == mark) continue;
           seen_pair[key(ns, nr)] = mark;
-          if (++visited > max_visit) return depth - 1;
+          if (++visited > max_visit) { *exhausted = true; return depth - 1; }
           if (nr == plain_text::kStart) next.emplace_back(ns, nr); else stack.emplace_back(ns, nr);
         }
       }
@@ -116,7 +116,7 @@ uint32_t plain_depth_code_points(const Dfa& dfa, uint32_t state, bool stop_at_de
 // level, a character's continuation bytes followed depth first), then: does any byte that starts
 // character k leave the DFA alive?
 bool plain_dies_by_code_points(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work,
-                               int cls, const Reps& reps) {
+                               int cls, const Reps& reps, bool* exhausted) {
   thread_local Visited level_marks;
   const size_t pairs = static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates;
   thread_local std::vector<std::pair<uint32_t, uint8_t>> level, next, stack;
@@ -127,7 +127,7 @@ bool plain_dies_by_code_points(const Dfa& dfa, uint32_t state, uint32_t k, uint3
       for (auto [s, r] : level) {
         for (uint8_t b : reps[r]) {
           if (dfa.next(s, b) != Dfa::kDead) return false;
-          if (++work > max_work) return false;
+          if (++work > max_work) { *exhausted = true; return false; }
         }
       }
       return true;
@@ -142,7 +142,7 @@ bool plain_dies_by_code_points(const Dfa& dfa, uint32_t state, uint32_t k, uint3
         auto [s, r] = stack.back();
         stack.pop_back();
         for (uint8_t b : reps[r]) {
-          if (++work > max_work) return false;
+          if (++work > max_work) { *exhausted = true; return false; }
           uint32_t ns = dfa.next(s, b);
           if (ns == Dfa::kDead) continue;
           uint8_t nr = plain_text::step(r, b, cls);
@@ -226,26 +226,31 @@ void build_plain_table(const Dfa& dfa, int cls, bool code_points, const Reps& re
       rev[fill[n * kr + plain_text::step(static_cast<uint8_t>(r), b, cls)]++] = p * 2 + w;
     });
   }
-  // Shortest paths to a bad edge, by buckets of length (0-1 weights).
+  // Shortest paths to a bad edge (0-1 weights: a deque, weight-0 edges in front). Every
+  // pair starts at its own bad-edge weight (0 or 1) or kInf; values above kClamp are not
+  // propagated (stored answers are then lower bounds, as documented above).
+  thread_local std::vector<uint32_t> dq;
   auto shortest = [&](const std::vector<uint16_t>& bad, std::vector<uint16_t>& out) {
     std::vector<uint16_t> dist(bad);
-    std::vector<std::vector<uint32_t>> buckets(PlainTable::kClamp + 1);
-    for (size_t p = 0; p < pairs; ++p) {
-      if (dist[p] <= PlainTable::kClamp) buckets[dist[p]].push_back(static_cast<uint32_t>(p));
-    }
-    for (uint32_t d = 0; d <= PlainTable::kClamp; ++d) {
-      auto& bucket = buckets[d];
-      while (!bucket.empty()) {
-        const uint32_t q = bucket.back();
-        bucket.pop_back();
-        if (dist[q] != d) continue;  // stale
-        for (uint32_t e = rev_start[q]; e < rev_start[q + 1]; ++e) {
-          const uint32_t p = rev[e] >> 1;
-          const uint32_t nd = d + (rev[e] & 1);
-          if (nd < dist[p] && nd <= PlainTable::kClamp) {
-            dist[p] = static_cast<uint16_t>(nd);
-            buckets[nd].push_back(p);
-          }
+    // A deque in a flat buffer: the front grows down from the middle, the back up.
+    const size_t cap = 2 * (rev.size() + pairs) + 2;
+    if (dq.size() < cap) dq.resize(cap);
+    size_t head = cap / 2, tail = cap / 2;
+    for (size_t p = 0; p < pairs; ++p) if (dist[p] == 0) dq[tail++] = static_cast<uint32_t>(p);
+    for (size_t p = 0; p < pairs; ++p) if (dist[p] == 1) dq[tail++] = static_cast<uint32_t>(p);
+    std::vector<uint8_t> settled(pairs, 0);
+    while (head < tail) {
+      const uint32_t q = dq[head++];
+      if (settled[q]) continue;
+      settled[q] = 1;
+      const uint32_t d = dist[q];
+      for (uint32_t e = rev_start[q]; e < rev_start[q + 1]; ++e) {
+        const uint32_t p = rev[e] >> 1;
+        const uint32_t w = rev[e] & 1;
+        const uint32_t nd = d + w;
+        if (nd < dist[p] && nd <= PlainTable::kClamp) {
+          dist[p] = static_cast<uint16_t>(nd);
+          if (w == 0) dq[--head] = p; else dq[tail++] = p;
         }
       }
     }
@@ -280,17 +285,25 @@ void build_plain_table(const Dfa& dfa, int cls, bool code_points, const Reps& re
   }
 }
 
-// The table of (automaton, measure), built at the first question; null for large automata.
-const PlainTable* plain_table(const Dfa& dfa, int measure, const Reps& reps) {
-  thread_local std::unordered_map<uint64_t, std::unique_ptr<PlainTable>> memo;
-  if (static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates > kMaxTablePairs) return nullptr;
+bool table_sized(const Dfa& dfa) {
+  return static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates <= kMaxTablePairs;
+}
+
+// The table of (automaton, measure): built on demand when `reps` is given, else null when not
+// built yet; null for large automata.
+thread_local std::unordered_map<uint64_t, std::unique_ptr<PlainTable>> t_plain_tables;
+
+const PlainTable* plain_table(const Dfa& dfa, int measure, const Reps* reps) {
+  auto& memo = t_plain_tables;
+  if (!table_sized(dfa)) return nullptr;
   const uint64_t key = dfa.content_id() * plain_text::kNumMeasures + static_cast<uint64_t>(measure);
   auto it = memo.find(key);
   if (it == memo.end()) {
+    if (!reps) return nullptr;
     if (memo.size() >= 4096) memo.clear();
     auto t = std::make_unique<PlainTable>();
     build_plain_table(dfa, plain_text::measure_class(measure),
-                      plain_text::measure_counts_code_points(measure), reps, *t);
+                      plain_text::measure_counts_code_points(measure), *reps, *t);
     it = memo.emplace(key, std::move(t)).first;
   }
   return it->second.get();
@@ -325,25 +338,22 @@ bool plain_byte_can_accept(const Dfa& dfa) {
 
 }  // namespace
 
-uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                     uint32_t max_visit, int measure) {
+namespace {
+
+// Probe budgets of kAuto (pairs visited / steps): a search that finishes within them answers
+// exactly without building a table. An object-key or enum lexeme dies on most plain bytes, so
+// its questions finish in a few steps; a table costs a pass over every (state, plain state,
+// representative byte) edge (~100 µs for a few hundred states).
+uint32_t g_probe_visits = 256;
+uint32_t g_probe_work = 1024;
+
+// The bounded breadth-first search of plain_depth (bytes or code points); *exhausted is set when
+// it stopped at max_visit (the answer is then a safe lower bound).
+uint32_t plain_depth_search(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
+                            uint32_t max_visit, int measure, const Reps& reps, bool* exhausted) {
   const int cls = plain_text::measure_class(measure);
-  if (state == Dfa::kDead || cap == 0) return 0;
-  // Quick answer for most lexemes (numbers, literals, punctuation): some printable ASCII byte
-  // already kills or ends the lexeme.
-  for (int b = 0x20; b < 0x7F; ++b) {
-    if (b == '"' || b == '\\') continue;
-    uint32_t ns = dfa.next(state, static_cast<uint8_t>(b));
-    if (ns == Dfa::kDead ? stop_at_dead : dfa.accepting(ns)) return 0;
-  }
-  if (!stop_at_dead && !plain_byte_can_accept(dfa)) return cap;
-  const Reps& reps = cached_reps(dfa, cls);
-  if (const PlainTable* t = plain_table(dfa, measure, reps)) {
-    const uint32_t bad_at = stop_at_dead ? t->alive[state] : t->quiet[state];  // >= 1
-    return bad_at == 0 ? 0 : std::min<uint32_t>(cap, bad_at - 1);
-  }
   if (plain_text::measure_counts_code_points(measure)) {
-    return plain_depth_code_points(dfa, state, stop_at_dead, cap, max_visit, cls, reps);
+    return plain_depth_code_points(dfa, state, stop_at_dead, cap, max_visit, cls, reps, exhausted);
   }
   thread_local Visited visited_pairs;
   visited_pairs.reset(static_cast<size_t>(dfa.num_states()) * plain_text::kNumStates);
@@ -352,7 +362,8 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
   auto key = [](uint32_t s, uint8_t r) { return static_cast<size_t>(s) * plain_text::kNumStates + r; };
   seen_pair[key(state, plain_text::kStart)] = mark;
   uint32_t visited = 1;
-  std::vector<std::pair<uint32_t, uint8_t>> level{{state, plain_text::kStart}}, next;
+  thread_local std::vector<std::pair<uint32_t, uint8_t>> level, next;
+  level.assign(1, {state, plain_text::kStart});
   for (uint32_t depth = 1; depth <= cap; ++depth) {
     next.clear();
     for (auto [s, r] : level) {
@@ -366,7 +377,7 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
         uint8_t nr = plain_text::step(r, b, cls);
         if (seen_pair[key(ns, nr)] != mark) {
           seen_pair[key(ns, nr)] = mark;
-          if (++visited > max_visit) return depth - 1;
+          if (++visited > max_visit) { *exhausted = true; return depth - 1; }
           next.emplace_back(ns, nr);
         }
       }
@@ -377,16 +388,13 @@ uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t
   return cap;
 }
 
-bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work, int measure) {
-  if (state == Dfa::kDead) return true;
+// The bounded search of plain_dies_by; *exhausted is set when it stopped at max_work (the
+// answer is then false).
+bool plain_dies_by_search(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work,
+                          int measure, const Reps& reps, bool* exhausted) {
   const int cls = plain_text::measure_class(measure);
-  const Reps& reps = cached_reps(dfa, cls);
-  if (k == 0) return false;  // the empty text keeps a live state alive
-  if (const PlainTable* t = plain_table(dfa, measure, reps)) {
-    return k <= PlainTable::kClamp && t->longest[state] < k;
-  }
   if (plain_text::measure_counts_code_points(measure)) {
-    return plain_dies_by_code_points(dfa, state, k, max_work, cls, reps);
+    return plain_dies_by_code_points(dfa, state, k, max_work, cls, reps, exhausted);
   }
   // Level by level without merging levels (a pair reached at two depths counts at both): one
   // per-thread stamp per level (no table allocated per call).
@@ -410,13 +418,74 @@ bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work
           st = mark;
           next.emplace_back(ns, nr);
         }
-        if (++work > max_work) return false;
+        if (++work > max_work) { *exhausted = true; return false; }
       }
     }
     if (next.empty()) return true;  // dead is absorbing
     level.swap(next);
   }
   return false;
+}
+
+}  // namespace
+
+void forget_plain_tables() { t_plain_tables.clear(); }
+
+void set_plain_probe_budgets(uint32_t visits, uint32_t work) {
+  g_probe_visits = visits;
+  g_probe_work = work;
+}
+
+uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
+                     uint32_t max_visit, int measure, PlainPath path) {
+  const int cls = plain_text::measure_class(measure);
+  if (state == Dfa::kDead || cap == 0) return 0;
+  // Quick answer for most lexemes (numbers, literals, punctuation): some printable ASCII byte
+  // already kills or ends the lexeme.
+  for (int b = 0x20; b < 0x7F; ++b) {
+    if (b == '"' || b == '\\') continue;
+    uint32_t ns = dfa.next(state, static_cast<uint8_t>(b));
+    if (ns == Dfa::kDead ? stop_at_dead : dfa.accepting(ns)) return 0;
+  }
+  if (!stop_at_dead && !plain_byte_can_accept(dfa)) return cap;
+  const Reps& reps = cached_reps(dfa, cls);
+  auto lookup = [&](const PlainTable* t) {
+    const uint32_t bad_at = stop_at_dead ? t->alive[state] : t->quiet[state];  // >= 1
+    return bad_at == 0 ? 0 : std::min<uint32_t>(cap, bad_at - 1);
+  };
+  if (path != PlainPath::kSearch) {
+    if (const PlainTable* t = plain_table(dfa, measure, nullptr)) return lookup(t);
+    if (path == PlainPath::kAuto && table_sized(dfa)) {
+      bool exhausted = false;
+      const uint32_t d = plain_depth_search(dfa, state, stop_at_dead, cap, std::min(max_visit, g_probe_visits),
+                                            measure, reps, &exhausted);
+      if (!exhausted) return d;
+    }
+    if (const PlainTable* t = plain_table(dfa, measure, &reps)) return lookup(t);
+  }
+  bool exhausted = false;
+  return plain_depth_search(dfa, state, stop_at_dead, cap, max_visit, measure, reps, &exhausted);
+}
+
+bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work, int measure,
+                   PlainPath path) {
+  if (state == Dfa::kDead) return true;
+  const int cls = plain_text::measure_class(measure);
+  const Reps& reps = cached_reps(dfa, cls);
+  if (k == 0) return false;  // the empty text keeps a live state alive
+  auto lookup = [&](const PlainTable* t) { return k <= PlainTable::kClamp && t->longest[state] < k; };
+  if (path != PlainPath::kSearch) {
+    if (const PlainTable* t = plain_table(dfa, measure, nullptr)) return lookup(t);
+    if (path == PlainPath::kAuto && table_sized(dfa)) {
+      bool exhausted = false;
+      const bool dies = plain_dies_by_search(dfa, state, k, std::min(max_work, g_probe_work), measure,
+                                             reps, &exhausted);
+      if (!exhausted) return dies;
+    }
+    if (const PlainTable* t = plain_table(dfa, measure, &reps)) return lookup(t);
+  }
+  bool exhausted = false;
+  return plain_dies_by_search(dfa, state, k, max_work, measure, reps, &exhausted);
 }
 
 }  // namespace deepinfer::structured

@@ -15,13 +15,27 @@
 
 namespace deepinfer::structured {
 
+// How a question is answered. kAuto (session 7): a lookup when the automaton's exact table
+// (plain_depth.cpp, PlainTable) exists; otherwise a search bounded by a small probe budget,
+// taken when it finishes within it (then it is exact); otherwise the table is built (small
+// automata) or the bounded search runs. Most automata asked about once (object keys, enums:
+// some plain byte kills them at once) then never pay for a table. kTable / kSearch force one
+// way (tests compare them: every answer must be equal).
+enum class PlainPath { kAuto, kTable, kSearch };
+// Drops this thread's tables (tests: makes the next kAuto question probe again).
+void forget_plain_tables();
+// kAuto's probe budgets (defaults 256 pairs / 1,024 steps; tests lower them so probes run out).
+// Not thread-safe: set before any question is asked.
+void set_plain_probe_budgets(uint32_t visits, uint32_t work);
+
 uint32_t plain_depth(const Dfa& dfa, uint32_t state, bool stop_at_dead, uint32_t cap,
-                     uint32_t max_visit = 4096, int measure = plain_text::kJson);
+                     uint32_t max_visit = 4096, int measure = plain_text::kJson,
+                     PlainPath path = PlainPath::kAuto);
 
 // True when every plain-text string of length exactly k (in the measure's unit) takes the DFA
 // from `state` to the dead state (so does every longer one). False when some does not, or past
 // `max_work` steps.
 bool plain_dies_by(const Dfa& dfa, uint32_t state, uint32_t k, uint32_t max_work = 20000,
-                   int measure = plain_text::kJson);
+                   int measure = plain_text::kJson, PlainPath path = PlainPath::kAuto);
 
 }  // namespace deepinfer::structured

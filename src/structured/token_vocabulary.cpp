@@ -166,6 +166,12 @@ void TokenVocabulary::index_trie() {
   max_token_len_ = 0;
   for (const TrieNode& t : trie_) max_token_len_ = std::max<uint32_t>(max_token_len_, t.depth);
   for (int cls = 0; cls < plain_text::kNumClasses; ++cls) index_plain(cls);
+  root_children_.clear();
+  root_child_bytes_.clear();
+  for (uint32_t c = 1; c < n && c < trie_[0].subtree_end; c = trie_[c].subtree_end) {
+    root_children_.push_back(c);
+    root_child_bytes_.push_back(trie_[c].byte);
+  }
   // Forest ids, bottom-up: a node's forest is the list of (byte, token count, forest) of its
   // children.
   forest_id_.assign(n, 0);

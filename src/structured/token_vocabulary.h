@@ -69,6 +69,11 @@ class TokenVocabulary {
   // class have the same plain subtrees).
   const SkipTrie& skip_trie(int m) const { return skip_trie_[m & 1]; }
   uint32_t max_token_len() const { return max_token_len_; }  // trie depth
+  // The root's children (ascending trie indices) and their bytes: a walk from the root tests a
+  // first byte against its lexemes here before it touches the child's node (the ~250 root
+  // children lie scattered over the whole trie, one cache miss each, and most are dead).
+  const std::vector<uint32_t>& root_children() const { return root_children_; }
+  const std::vector<uint8_t>& root_child_bytes() const { return root_child_bytes_; }
   // Equal ids <=> equal forests below the two nodes (same child bytes, token counts and shapes
   // all the way down), so a walk below one maps onto the other by token offset from tok_end.
   uint32_t forest_id(uint32_t node) const { return forest_id_[node]; }
@@ -93,6 +98,8 @@ class TokenVocabulary {
   uint32_t max_plain_len_[4] = {0, 0, 0, 0};
   SkipTrie skip_trie_[2];
   uint32_t max_token_len_ = 0;
+  std::vector<uint32_t> root_children_;
+  std::vector<uint8_t> root_child_bytes_;
   std::vector<uint32_t> forest_id_;    // per trie node
   uint32_t num_forests_ = 0;
   std::unique_ptr<MaskCache> mask_cache_;

@@ -116,6 +116,17 @@ TEST_F(FastPath, TrieIndexMatchesBruteForce) {
     path[i] = (stack.empty() ? std::string() : path[stack.back()]) + static_cast<char>(trie[i].byte);
     stack.push_back(i);
   }
+  // The root's children index (session 7): every depth-1 node, ascending, with its byte.
+  {
+    std::vector<uint32_t> kids;
+    std::vector<uint8_t> kid_bytes;
+    for (uint32_t i = 1; i < trie.size(); ++i) {
+      if (trie[i].depth == 1) { kids.push_back(i); kid_bytes.push_back(trie[i].byte); }
+    }
+    EXPECT_EQ(vocab_->root_children(), kids);
+    EXPECT_EQ(vocab_->root_child_bytes(), kid_bytes);
+    EXPECT_GT(kids.size(), 10u);
+  }
   for (uint32_t i = 1; i < trie.size(); ++i) {
     const TrieNode& n = trie[i];
     // The subtree's tokens: this node's, then [tok_end, end of the last descendant).
