@@ -41,6 +41,12 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
   int32_t* act_off = row_off + E + 1;
   cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, static_cast<int>(slots), perm, row_off, act_off,
                            flag.data<int32_t>(), ctx.stream());
+  // Session 7's variants run on moe_group's 8-row tiles, as CudaBackend::moe_experts groups for them.
+  DI_ASSIGN_OR_RETURN(Tensor grp8, ctx.zeros(DType::kI32, {slots + 2 * (E + 1)}));
+  int32_t* perm8 = grp8.data<int32_t>();
+  const int t8 = cuda::kernels::kExpertsMmaTileRows;
+  cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, t8, perm8, perm8 + slots, perm8 + slots + E + 1,
+                           flag.data<int32_t>(), ctx.stream());
   const auto* tab = static_cast<const void* const*>(rx.table.raw());  // gate_up w, s, down w, s
   struct Proj {
     const char* name;
@@ -60,22 +66,32 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     const double flops = 2.0 * slots * double(pr.N) * pr.K;
     const std::string shape = std::to_string(distinct.size()) + " distinct experts, " + std::to_string(slots) +
                               " slots, [" + std::to_string(pr.N) + ", " + std::to_string(pr.K) + "] fp4";
-    for (int v : {2, 3}) {  // 2: gemv_experts_v2 (session 5); 3: experts_mma (session 6)
-      const std::string op = std::string(v == 2 ? "experts gemv v2 fp4 " : "experts mma fp4 ") + pr.name;
+    // 0: gemv_experts_v2 (session 5); else experts_mma variant v (experts_mma.h: 1 = session 6,
+    // 2 = session 7, the default, 3 = session 7 compiled for 12 warps per SM).
+    for (int v : {0, cuda::kernels::kExpertsMmaV1, cuda::kernels::kExpertsMmaV2, cuda::kernels::kExpertsMmaV2Regs}) {
+      const char* name = v == 0 ? "experts gemv v2 fp4 "
+                         : v == cuda::kernels::kExpertsMmaV1 ? "experts mma s6 fp4 "
+                         : v == cuda::kernels::kExpertsMmaV2 ? "experts mma s7 fp4 "
+                                                             : "experts mma s7-12w fp4 ";
+      const std::string op = std::string(name) + pr.name;
       if (!only.empty() && op.find(only) == std::string::npos) continue;
-      const bool ok = v == 2 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
+      const bool ok = v == 0 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
                              : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
       if (!ok) {
         std::printf("%s: not supported\n", op.c_str());
         continue;
       }
       ctx.measure(phase, op, shape, bytes, flops, [&] {
-        if (v == 2) {
+        if (v == 0) {
           cuda::kernels::gemv_experts_v2(pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
                                          false, pr.N, pr.K, 1, 32, pr.out, ctx.stream());
-        } else {
+        } else if (v == cuda::kernels::kExpertsMmaV1) {
           cuda::kernels::experts_mma(pr.in, pr.x_rows, pr.x_div, perm, row_off, act_off, slots, E, pr.w,
-                                     pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out, ctx.stream());
+                                     pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out, ctx.stream(), v);
+        } else {
+          cuda::kernels::experts_mma(pr.in, pr.x_rows, pr.x_div, perm8, perm8 + slots, perm8 + slots + E + 1,
+                                     slots, E, pr.w, pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out,
+                                     ctx.stream(), v, t8);
         }
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("experts launch failed");
       });

@@ -1,7 +1,8 @@
 // Decode routed experts on tensor cores (experts_mma_cases.cpp): each projection of the routed
 // experts at decode batches (top-6 of 256 FP4 experts, V4-Flash widths) with the session-5
-// streaming GEMV (gemv_experts_v2) and the session-6 tensor-core kernel (experts_mma, its x split
-// included), as µs and GB/s; bytes = the distinct experts' weights and scales + x in + out, so the
+// streaming GEMV (gemv_experts_v2) and the tensor-core kernel's variants (experts_mma, its x split
+// included: "s6" = session 6, "s7" = session 7's default, "s7-12w" = session 7 at 12 warps per
+// SM; all give the same bits), as µs and GB/s; bytes = the distinct experts' weights and scales + x in + out, so the
 // table's "% of copy" column is against the copy ceiling measured in the same run.
 #pragma once
 

@@ -166,6 +166,112 @@ Status multi_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::
   return OkStatus();
 }
 
+// Session 7: back-to-back decode launches, each reading the previous output, with programmatic
+// dependent launch (pdl.cuh) off and on (and the on-launch's L2 prefetch budget varied); the L2
+// is flushed only before the chain (BenchContext::measure), µs per chain. Chains: one attention
+// block's dense products (wq_a + wkv in one gemv_multi launch as linear_multi makes it, rms_norm
+// on q as the q_norm, wq_b, the grouped wo_a, wo_b: FP8, 128×128 scales), 8 FP8 GEMVs of wq_a's
+// size (4096 → 1024 and 1024 → 4096 alternating, 4 MB each), and the attention chain through
+// CudaBackend (linear_multi / linear: whatever DEEPINFER_GEMV_PDL and the dispatch pick).
+// Bytes: every weight and its scales + every activation read and written once.
+Status chain_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  const std::string phase = "gemv chain M=" + std::to_string(M);
+  const std::string attn = "chain attention fp8: wq_a+wkv (gemv2) > rms_norm > wq_b > wo_a (8 groups) > wo_b";
+  const std::string eight = "chain 8 x fp8 4 MB (4096>1024, 1024>4096 alternating)";
+  const std::string backend_attn = "chain attention fp8 via CudaBackend (env DEEPINFER_GEMV_PDL)";
+  auto wanted = [&](const std::string& op) { return only.empty() || op.find(only) != std::string::npos; };
+  if (!wanted(attn) && !wanted(eight) && !wanted(backend_attn) && !wanted("pdl")) return OkStatus();
+  namespace k = cuda::kernels;
+  const int64_t H = m.hidden, QL = m.q_lora, KV = m.head_dim, HD = m.heads * m.head_dim;
+  const int64_t OG = m.o_groups, OL = m.o_lora;
+  DI_ASSIGN_OR_RETURN(Weight wq_a, stored_weight(ctx, 1, QL, H));
+  DI_ASSIGN_OR_RETURN(Weight wkv, stored_weight(ctx, 1, KV, H));
+  DI_ASSIGN_OR_RETURN(Weight wq_b, stored_weight(ctx, 1, HD, QL));
+  DI_ASSIGN_OR_RETURN(Weight wo_a, stored_weight(ctx, 1, OG * OL, HD / OG));
+  DI_ASSIGN_OR_RETURN(Weight wo_b, stored_weight(ctx, 1, H, OG * OL));
+  DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, H}));
+  DI_ASSIGN_OR_RETURN(Tensor q, ctx.zeros(DType::kF32, {M, QL}));
+  DI_ASSIGN_OR_RETURN(Tensor kv, ctx.zeros(DType::kF32, {M, KV}));
+  DI_ASSIGN_OR_RETURN(Tensor qn, ctx.zeros(DType::kF32, {M, QL}));
+  DI_ASSIGN_OR_RETURN(Tensor norm_w, ctx.randn({QL}, 0.1f));
+  DI_ASSIGN_OR_RETURN(Tensor hb, ctx.zeros(DType::kF32, {M, HD}));
+  DI_ASSIGN_OR_RETURN(Tensor o, ctx.zeros(DType::kF32, {M, OG * OL}));
+  DI_ASSIGN_OR_RETURN(Tensor y, ctx.zeros(DType::kF32, {M, H}));
+  std::vector<Weight> ring;  // the 8-chain: even 4096 → 1024, odd 1024 → 4096
+  for (int i = 0; i < 8; ++i) {
+    DI_ASSIGN_OR_RETURN(Weight w, stored_weight(ctx, 1, i % 2 == 0 ? QL : H, i % 2 == 0 ? H : QL));
+    ring.push_back(std::move(w));
+  }
+  DI_ASSIGN_OR_RETURN(Tensor a0, ctx.randn({M, H}));
+  DI_ASSIGN_OR_RETURN(Tensor a1, ctx.zeros(DType::kF32, {M, H}));
+  DI_ASSIGN_OR_RETURN(Tensor b0, ctx.zeros(DType::kF32, {M, QL}));
+  DI_RETURN_IF_ERROR(ctx.backend().synchronize());  // the weights are filled on the device: done
+  const cudaStream_t s = ctx.stream();
+  auto ok = [] { return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv launch failed"); };
+  auto lin = [&](const Weight& w, const Tensor& in, int64_t G, Tensor& out, bool pdl) {
+    k::gemv_linear(1, in.data<float>(), w.w.raw(), w.scale.raw(), false, M, w.rows() / G, w.cols(), G,
+                   w.block_rows, w.block_cols, out.data<float>(), s, pdl);
+  };
+  auto attn_chain = [&](bool pdl) -> Status {
+    const k::GemvProjection pr[2] = {{wq_a.w.raw(), wq_a.scale.raw(), q.data<float>(), QL},
+                                     {wkv.w.raw(), wkv.scale.raw(), kv.data<float>(), KV}};
+    if (!k::gemv_multi(1, x.data<float>(), pr, 2, false, M, H, 128, 128, false, s, pdl))
+      return Internal("gemv_multi refused wq_a + wkv");
+    DI_RETURN_IF_ERROR(ctx.backend().rms_norm(q, &norm_w, 1e-6f, qn));
+    lin(wq_b, qn, 1, hb, pdl);
+    lin(wo_a, hb, OG, o, pdl);
+    lin(wo_b, o, 1, y, pdl);
+    return ok();
+  };
+  auto eight_chain = [&](bool pdl) -> Status {
+    for (int i = 0; i < 8; ++i) {
+      if (i % 2 == 0) lin(ring[i], i % 4 == 0 ? a0 : a1, 1, b0, pdl);
+      else lin(ring[i], b0, 1, i % 4 == 1 ? a1 : a0, pdl);
+    }
+    return ok();
+  };
+  double attn_w = 0, attn_f = 0, eight_w = 0, eight_f = 0;
+  for (const Weight* w : {&wq_a, &wkv, &wq_b, &wo_a, &wo_b}) {
+    attn_w += weight_bytes(*w);
+    attn_f += 2.0 * M * double(w->rows()) * double(w->cols());  // wo_a: G·N rows of K / G
+  }
+  for (const Weight& w : ring) eight_w += weight_bytes(w), eight_f += 2.0 * M * double(w.rows()) * w.cols();
+  const double attn_bytes = attn_w + 4.0 * M * (H + 2 * QL + KV + 2 * QL + 2 * HD + 2 * OG * OL + H + QL);
+  const double eight_bytes = eight_w + 4.0 * M * 8 * (H + QL);
+  const std::string attn_shape = cat("x [", std::to_string(M), ", ", std::to_string(H), "], 5 weights ",
+                                     std::to_string(static_cast<int64_t>(attn_w / 1e6)), " MB, 5 launches");
+  const std::string eight_shape = cat("x [", std::to_string(M), ", ", std::to_string(H), "], 8 weights ",
+                                      std::to_string(static_cast<int64_t>(eight_w / 1e6)), " MB, 8 launches");
+  struct Variant { std::string name; bool pdl; int64_t pf; };
+  const std::vector<Variant> variants = {
+      {"pdl off", false, 0},
+      {"pdl on, no L2 prefetch", true, 0},
+      {"pdl on, L2 prefetch 8 MB (default)", true, k::kGemvPdlPrefetchDefault},
+      {"pdl on, L2 prefetch 32 MB", true, int64_t{32} << 20},
+      {"pdl on, L2 prefetch all", true, int64_t{1} << 32},
+  };
+  const int64_t saved = k::gemv_pdl_prefetch_bytes();
+  for (const Variant& v : variants) {
+    k::gemv_set_pdl_prefetch_bytes(v.pf);
+    const std::string op_a = cat(attn, " [", v.name, "]"), op_e = cat(eight, " [", v.name, "]");
+    if (wanted(op_a)) ctx.measure(phase, op_a, attn_shape, attn_bytes, attn_f, [&] { return attn_chain(v.pdl); });
+    if (wanted(op_e)) ctx.measure(phase, op_e, eight_shape, eight_bytes, eight_f, [&] { return eight_chain(v.pdl); });
+  }
+  k::gemv_set_pdl_prefetch_bytes(saved);
+  if (wanted(backend_attn)) {
+    ctx.measure(phase, backend_attn, attn_shape, attn_bytes, attn_f, [&]() -> Status {
+      const Weight* ws[2] = {&wq_a, &wkv};
+      Tensor* outs[2] = {&q, &kv};
+      DI_RETURN_IF_ERROR(ctx.backend().linear_multi(x, ws, outs));
+      DI_RETURN_IF_ERROR(ctx.backend().rms_norm(q, &norm_w, 1e-6f, qn));
+      DI_RETURN_IF_ERROR(ctx.backend().linear(qn, wq_b, hb, 1));
+      DI_RETURN_IF_ERROR(ctx.backend().linear(hb, wo_a, o, OG));
+      return ctx.backend().linear(o, wo_b, y, 1);
+    });
+  }
+  return OkStatus();
+}
+
 Status experts_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::string& only) {
   const std::string op_be = "moe_experts fp4 (group + gemv + swiglu + gemv + combine)";
   const std::string op_k = "gemv_experts fp4";
@@ -249,6 +355,10 @@ void run_gemv_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int
     const Phase p{"gemv M=" + std::to_string(M), true, M, 0};
     report_setup(ctx, p, "gemv linear", linear_phase(ctx, m, M, only));
     report_setup(ctx, p, "gemv multi", multi_phase(ctx, m, M, only));
+    if (M <= cuda::kernels::kGemvMaxRows) {
+      const Phase pc{"gemv chain M=" + std::to_string(M), true, M, 0};
+      report_setup(ctx, pc, "gemv chain", chain_phase(ctx, m, M, only));
+    }
   }
   for (int64_t B : batches) {
     const Phase p{"gemv experts B=" + std::to_string(B), true, B, 0};

@@ -6,6 +6,9 @@
 // scales + x + out), as µs and GB/s against the copy ceiling. Session 6: the pipelined dense
 // kernel (gemv_multi, "gemv2" / "gemv2 deep") and CudaBackend::linear's own dispatch per shape,
 // and the projections of one x ("multi ...": separate launches vs one launch) at each M.
+// Session 7: phase "gemv chain M=<M>" (M ≤ 8): chains of back-to-back decode GEMVs (one attention
+// block's dense products; 8 wq_a-sized FP8 GEMVs) with programmatic dependent launch off / on,
+// µs per chain with the L2 flushed only before the chain.
 #pragma once
 
 #include <string>
@@ -15,7 +18,7 @@
 
 namespace deepinfer::bench_ops {
 
-// Phases "gemv M=<M>" (one per entry of `rows`) and "gemv experts B=<B>" (one per entry of
+// Phases "gemv M=<M>" and "gemv chain M=<M>" (one per entry of `rows`) and "gemv experts B=<B>" (one per entry of
 // `batches`, top-k of 256 FP4 experts); `only` (substring) filters ops.
 void run_gemv_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& rows,
                     const std::vector<int64_t>& batches, const std::string& only);

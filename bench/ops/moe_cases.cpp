@@ -77,8 +77,9 @@ Status moe_phase(BenchContext& ctx, const ModelDims& m, int64_t T, const std::st
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("split_terms launch failed");
       });
     }
-    const char* names[] = {"experts_tc v1", "moe_tc v2", "moe_tc v2s3", "moe_tc v2n256"};
-    for (int v = 0; v < 4; ++v) {
+    // Index v = the moe_tc_experts variant (0: v1 through experts_tc; 4: v3, moe_tc_v3.cuh).
+    const char* names[] = {"experts_tc v1", "moe_tc v2", "moe_tc v2s3", "moe_tc v2n256", "moe_tc v3"};
+    for (int v = 0; v < 5; ++v) {
       const int g = v == 0 ? 0 : 1;
       const std::string op = cat(names[v], " fp4 ", pr.name, " (", std::to_string(tr[g]), "-row tiles)");
       if (!only.empty() && op.find(only) == std::string::npos) continue;

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "backend/cuda/attention_fd.h"
-#include "backend/cuda/attention_tc.h"
+#include "backend/cuda/kernels.h"
 #include "device_fill.h"
 
 namespace deepinfer::bench_ops {
@@ -237,15 +237,15 @@ Status attention(Family& f) {
     for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
               flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-    // Each kernel forced (simt: attention.cu, tc: attention_tc.cu, fd: the split-key kernel
+    // Each kernel forced (simt: attention.cu, fd: the split-key kernel
     // attention_fd.cu with the default plan for this batch), GB/s counting only the KV rows the
     // lists read (nnz rows of 512 fp32: the attention kernel's own roofline; the % column is of
-    // the copy ceiling measured in the same run). The shape column of the fd row names its plan.
+    // the copy ceiling measured in the same run). The shape column of the fd rows names the plan.
     const double kv_bytes = kF * double(nnz) * m.head_dim;
     namespace ck = cuda::kernels;
-    const std::pair<int, const char*> forced[] = {
-        {ck::kAttentionSimt, " KV bytes [simt]"}, {ck::kAttentionTc, " KV bytes [tc]"},
-        {ck::kAttentionFd, " KV bytes [fd]"}};
+    struct Forced { int kernel; const char* suffix; };
+    const Forced forced[] = {{ck::kAttentionSimt, " KV bytes [simt]"},
+                             {ck::kAttentionFd, " KV bytes [fd]"}};
     for (const auto& [kernel, suffix] : forced) {
       const std::string op = std::string(kd.name) + suffix;
       if (!f.wanted(op)) continue;
@@ -361,6 +361,49 @@ Status moe_dispatch(Family& f) {
 }
 
 // ---- manifold-constrained hyper-connections -----------------------------------------------------
+// The fused site's kernels called directly (same outputs as Backend::hc_pre): session 7's
+// hc_site in each mode (rows / tile1 / tile4: which partial-product kernel; the backend picks by
+// S) and auto without PDL, and session 6's kernels (S <= 64) — to compare, and to tune the mode
+// thresholds (hc_site.cu kRowsMaxS, kTile1MaxS). `what`: "hc_pre site", "hc_pre head" or
+// "hc_expand_pre" (with ex).
+Status hc_site_variants(Family& f, const std::string& what, const Tensor& x, const Tensor& fn,
+                        const Tensor& base, const Tensor& scale, const backend::HcParams& hp,
+                        bool head, Tensor* post, Tensor* comb, Tensor& collapsed,
+                        const cuda::kernels::HcExpandIn* ex, double bytes, double flops) {
+  namespace k = cuda::kernels;
+  const int64_t S = x.dim(0), hc = x.dim(1), H = x.dim(2);
+  const std::string shape = cat(sh(x.shape()), " fn", sh(fn.shape()));
+  float* pp = post ? post->data<float>() : nullptr;
+  float* pc = comb ? comb->data<float>() : nullptr;
+  auto ok = [] { return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("hc launch failed"); };
+  int64_t most = k::hc_pre_s6_chunks(hc * H) * S * ((head ? hc : (2 + hc) * hc) + 1);
+  for (k::HcSiteMode m : {k::HcSiteMode::kRows, k::HcSiteMode::kTile1, k::HcSiteMode::kTile4})
+    most = std::max(most, k::hc_site_scratch_floats(S, hc, H, head, m));
+  DI_ASSIGN_OR_RETURN(Tensor part, f.ctx.zeros(DType::kF32, {most}));
+  struct Mode { const char* name; k::HcSiteMode mode; bool pdl; };
+  const Mode modes[] = {{"rows", k::HcSiteMode::kRows, true},
+                        {"tile1", k::HcSiteMode::kTile1, true},
+                        {"tile4", k::HcSiteMode::kTile4, true},
+                        {"auto, no PDL", k::HcSiteMode::kAuto, false}};
+  for (const Mode& m : modes) {
+    f.measure(what + " (hc_site " + m.name + ")", shape, bytes, flops, [&] {
+      k::hc_site(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), S, hc,
+                 H, hp.sinkhorn_iters, hp.hc_eps, 1e-6f, head, part.data<float>(), pp, pc,
+                 collapsed.data<float>(), f.ctx.stream(), ex, m.pdl, m.mode);
+      return ok();
+    });
+  }
+  if (S <= 64 && k::hc_pre_s6_supported(hc, head)) {
+    f.measure(what + " (session-6 kernels)", shape, bytes, flops, [&] {
+      k::hc_pre_s6(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), S,
+                   hc, H, hp.sinkhorn_iters, hp.hc_eps, 1e-6f, head, part.data<float>(), pp, pc,
+                   collapsed.data<float>(), f.ctx.stream(), ex);
+      return ok();
+    });
+  }
+  return OkStatus();
+}
+
 Status hyper_connections(Family& f) {
   const ModelDims& m = f.m;
   auto& be = f.ctx.backend();
@@ -386,7 +429,7 @@ Status hyper_connections(Family& f) {
   f.measure("hc_expand", sh(x.shape()), kF * (2.0 * S * hc * H + double(S) * H + S * hc * (1.0 + hc)), 0,
             [&] { return be.hc_expand(x, y, post, comb, expanded); });
   // A whole site (rms_norm → mix product → Sinkhorn → collapse) through Backend::hc_pre: on the
-  // CUDA backend the fused kernels for S <= 64 (else composed), against the composed launches
+  // CUDA backend session 7's fused kernels (hc_site.cu, every S), against the composed launches
   // (the base implementation, called non-virtually). Bytes: X, fn, the outputs.
   for (const bool head : {false, true}) {
     const int64_t N = head ? hc : width;
@@ -404,6 +447,8 @@ Status hyper_connections(Family& f) {
     f.measure(what + " (composed)", cat(sh(x.shape()), " fn", sh(fn.shape())), bytes, flops, [&] {
       return be.backend::Backend::hc_pre(x, fn, sbase, sscale, hp, 1e-6f, pp, pc, collapsed);
     });
+    DI_RETURN_IF_ERROR(hc_site_variants(f, what, x, fn, sbase, sscale, hp, head, pp, pc,
+                                        collapsed, nullptr, bytes, flops));
     if (head) continue;
     // The previous site's expand + this site (hc_expand_pre) against the two calls (hc_expand,
     // then the composed site): all the mHC launches between two sublayers.
@@ -421,6 +466,10 @@ Status hyper_connections(Family& f) {
                 return be.backend::Backend::hc_pre(expanded, fn, sbase, sscale, hp, 1e-6f, pp, pc,
                                                    collapsed);
               });
+    const cuda::kernels::HcExpandIn ex{x.data<float>(), y.data<float>(), post_prev.data<float>(),
+                                       comb_prev.data<float>(), expanded.data<float>()};
+    DI_RETURN_IF_ERROR(hc_site_variants(f, "hc_expand_pre", x, fn, sbase, sscale, hp, head, pp,
+                                        pc, collapsed, &ex, ebytes, flops));
   }
   return OkStatus();
 }

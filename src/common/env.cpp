@@ -48,25 +48,30 @@ Env Env::from_process() {
     }
   }
   if (auto v = get("DEEPINFER_CUDA_ATTENTION")) {
-    if (*v == "tc" || *v == "simt" || *v == "fd" || *v == "auto") {
+    if (*v == "simt" || *v == "fd" || *v == "auto") {
       e.cuda_attention = *v;
+    } else if (*v == "tc") {
+      log_warning("DEEPINFER_CUDA_ATTENTION=tc: the tensor-core kernel attention_tc was removed "
+                  "(the split-key kernel fd replaces it); using auto");
     } else {
-      log_warning("DEEPINFER_CUDA_ATTENTION='" + *v + "' is not simt, tc, fd or auto; using auto");
+      log_warning("DEEPINFER_CUDA_ATTENTION='" + *v + "' is not simt, fd or auto; using auto");
     }
   }
   if (auto v = get("DEEPINFER_CUDA_MOE_TC")) {
     if (*v == "v1" || *v == "v2" || *v == "v2s3" || *v == "v2n256" || *v == "v3") {
       e.cuda_moe_tc = *v;
     } else {
-      log_warning("DEEPINFER_CUDA_MOE_TC='" + *v + "' is not v1, v2, v2s3, v2n256 or v3; using v2s3");
+      log_warning("DEEPINFER_CUDA_MOE_TC='" + *v + "' is not v1, v2, v2s3, v2n256 or v3; using v3");
     }
   }
 
   if (auto v = get("DEEPINFER_CUDA_HC")) {
-    if (*v == "fused" || *v == "composed") {
+    // fused_nopdl / fused_s6 (session 7): cuda_backend.cpp hc_path.
+    if (*v == "fused" || *v == "composed" || *v == "fused_nopdl" || *v == "fused_s6") {
       e.cuda_hc = *v;
     } else {
-      log_warning("DEEPINFER_CUDA_HC='" + *v + "' is not fused or composed; using fused");
+      log_warning("DEEPINFER_CUDA_HC='" + *v +
+                  "' is not fused, fused_nopdl, fused_s6 or composed; using fused");
     }
   }
   if (auto v = get("DEEPINFER_GEMV_DENSE")) {
@@ -99,7 +104,7 @@ Env Env::from_process() {
   }
   if (auto v = get("DEEPINFER_BI_LINEAR")) {
     if (*v == "gemv_tc" || *v == "tc") e.bi_linear = *v;
-    else log_warning("DEEPINFER_BI_LINEAR='" + *v + "' is not gemv_tc or tc; using gemv_tc");
+    else log_warning("DEEPINFER_BI_LINEAR='" + *v + "' is not gemv_tc or tc; using tc");
   }
   if (auto v = get("DEEPINFER_GEMV_PDL")) {
     if (*v == "0" || *v == "1") e.gemv_pdl = *v == "1";

@@ -27,19 +27,22 @@ struct Env {
   // fused into one launch; deep = the pipelined kernel everywhere with one CTA per SM and 8 loads
   // per lane per step. All give the same bits.
   std::string gemv_dense = "multi";
-  // DEEPINFER_CUDA_ATTENTION: simt|tc|fd|auto — the CUDA attention kernel for V4's layout (tc:
-  // the tensor-core decode kernel, attention_tc.cu; simt: the fp32 CUDA-core kernel; fd: the
-  // split-key tensor-core kernel, attention_fd.cu; auto: fd where its layout applies, else simt).
-  // Default auto (session 6, H200 bench_ops: CSA decode at batch 1 / 16 / 128 27.9 / 60.5 / 281 µs
-  // against simt's 36.0 / 264 / 1,898; the 16×128 prefill +10 %).
+  // DEEPINFER_CUDA_ATTENTION: simt|fd|auto — the CUDA attention kernel for V4's layout (simt:
+  // the fp32 CUDA-core kernel; fd: the split-key tensor-core kernel, attention_fd.cu; auto: fd
+  // where its layout applies, else simt). Default auto (session 6, H200 bench_ops: CSA decode at
+  // batch 1 / 16 / 128 27.9 / 60.5 / 281 µs against simt's 36.0 / 264 / 1,898; the 16×128
+  // prefill +10 %). "tc" named session 5's kernel, removed in session 7: it warns and means auto.
   std::string cuda_attention = "auto";
   // DEEPINFER_CUDA_MOE_TC: v1|v2|v2s3|v2n256|v3 — the grouped FP4 routed-expert tensor-core GEMM
-  // for prefill-sized batches (v1: linear_tc.cuh tc_kernel; v2*: moe_tc.cuh variants, same bits;
-  // v3: session 7's pipelined kernel, moe_tc_v3.cuh).
-  std::string cuda_moe_tc = "v2s3";
-  // DEEPINFER_CUDA_HC: fused|composed — an mHC site at decode-sized S (<= 64 tokens, not under
-  // --batch-invariant) as the two fused kernels of hc_pre (hyper_connection.cu), or as the
-  // composed rms_norm → matmul → hc_coeffs → hc_collapse launches.
+  // for prefill-sized batches (v1: linear_tc.cuh tc_kernel; v2*: moe_tc.cuh variants; v3:
+  // moe_tc_v3.cuh; all the same bits). Default v3 (session 7, H200, 2,048 tokens × top-6: gate_up
+  // 7.06 vs v2s3's 7.68 ms, down 3.58 vs 3.87 ms).
+  std::string cuda_moe_tc = "v3";
+  // DEEPINFER_CUDA_HC: fused|fused_nopdl|fused_s6|composed — an mHC site as hc_site.cu's two
+  // fused kernels (default; every S under --batch-invariant, S <= 256 otherwise; a token's bits do
+  // not depend on S), the same launched without programmatic dependent launch (same bits),
+  // session 6's fused kernels (S <= 64, never --batch-invariant), or the composed rms_norm →
+  // matmul → hc_coeffs → hc_collapse launches.
   std::string cuda_hc = "fused";
   // DEEPINFER_PREFILL_GEMM: 0|1|2|3 — prefill-sized CUDA products on cuBLAS bf16 GEMMs over an
   // exactly dequantized weight (prefill_gemm.h): 1 (default) dense products (M >= 128) only;
@@ -55,10 +58,12 @@ struct Env {
   // session 7) = the tensor-core decode kernel (experts_mma.cuh) for every slot count, whose bits
   // depend only on a slot's own row; gemv = the streaming GEMV experts (session 5).
   std::string bi_experts = "mma";
-  // DEEPINFER_BI_LINEAR: gemv_tc|tc — dense products under --batch-invariant at decode-sized M:
-  // gemv_tc (default, session 7) = a weight-streaming tensor-core kernel with linear_tc's bits;
-  // tc = linear_tc's tiles for every M (session 5).
-  std::string bi_linear = "gemv_tc";
+  // DEEPINFER_BI_LINEAR: tc|gemv_tc — dense products under --batch-invariant at decode-sized M:
+  // tc (default) = linear_tc's tiles for every M (session 5); gemv_tc = session 7's weight-
+  // streaming tensor-core kernel with linear_tc's bits (linear_tc_gemv.cuh), slower on the H200
+  // (bench_ops M = 1: wq_b 52.4 vs 43.2 µs; bench_model --batch-invariant 2.40 / 5.55 ms per step
+  // at batch 1 / 16 against 2.33 / 5.29), kept to be made faster.
+  std::string bi_linear = "tc";
   // DEEPINFER_GEMV_PDL: 1 (default) | 0 — launch the decode GEMV kernels with programmatic
   // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
   bool gemv_pdl = true;

@@ -5,7 +5,10 @@
 // into many units (batch 1) or one (batch 64). Checked against a double-precision reference
 // computed here and against the SIMT kernel (attention.cu) within a relative bound; under
 // --batch-invariant bitwise across batches, order, the max_keys hint and alignment; bad key ids
-// reported; run-to-run determinism. Fresh random inputs per run; the seed is printed on failure.
+// reported; run-to-run determinism. Session 7 (issue 7): the rescheduled kernel against the
+// session-6 schedule (bitwise, checked on the H200 in session 7 before that copy was deleted)
+// and against the double reference at batches 1 / 16 / 128 and lists of 0 / 1 / 17 / 700 keys.
+// Fresh random inputs per run; the seed is printed on failure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,7 +61,9 @@ class CudaAttentionFd : public ::testing::Test {
     gpu_bi_ = std::move(bi).value();
     kernels::set_attention_kernel_override(kernels::kAttentionFd);
   }
-  void TearDown() override { kernels::set_attention_kernel_override(-1); }
+  void TearDown() override {
+    kernels::set_attention_kernel_override(-1);
+  }
 
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
@@ -183,6 +188,7 @@ class CudaAttentionFd : public ::testing::Test {
     kernels::set_attention_kernel_override(kernels::kAttentionFd);
     return t;
   }
+
 
   // Max |got − want| / max |want|.
   template <typename Want>
@@ -397,6 +403,54 @@ TEST_F(CudaAttentionFd, BadKeyIdsAreReportedAndOtherTokensStayExact) {
       for (int64_t c = 0; c < got.numel(); ++c)
         ASSERT_TRUE(std::isfinite(got.data<float>()[c])) << "id " << bad << " index " << c;
       if (nq > 1) expect_rows_bitwise("a token after the bad one", got, 1, good, 1, p.nH * kD);
+    }
+  }
+}
+
+TEST_F(CudaAttentionFd, V4DecodeAtBatch1_16_128MatchesDouble) {
+  // The model's CSA / HCA decode shapes on the default plan of each batch (batch 1: 40 units +
+  // combine; 16: a few units; 128: one unit, no combine) and on the batch-invariant plan, within
+  // the bound of the double reference. (Session 7's schedule was also checked bitwise equal to
+  // session 6's kernel on the H200 before that copy was deleted.)
+  struct Kind { const char* name; int64_t compressed, picks; };
+  for (const Kind k : {Kind{"CSA", 1024, 512}, Kind{"HCA", 64, 64}}) {
+    for (int64_t B : {1, 16, 128}) {
+      Problem p = decode(B, 64, k.compressed, k.picks);
+      const auto all = iota(B);
+      const bool sinks = B != 16;  // sinks at 1 and 128, none at 16
+      const std::string tag = std::string(k.name) + " batch " + std::to_string(B);
+      const Tensor now = run(*gpu_, p, all, sinks);
+      expect_close(tag + " vs double", reference(p, all, sinks), now, kBound);
+      expect_close(tag + " batch-invariant vs double", reference(p, all, sinks),
+                   run(*gpu_bi_, p, all, sinks), kBound);
+    }
+  }
+}
+
+TEST_F(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble) {
+  // Lists of 0 / 1 / 17 / 700 keys (and the chunk edges around them) alone (the most units), as
+  // one batch, with q / kv misaligned (the 4-byte copy and scalar Q paths), with an understated
+  // max_keys hint (fewer, longer units than the lists ask for), with 128 heads (two head groups):
+  // within the bound of the double reference.
+  const std::vector<int64_t> ns{0, 1, 17, 700, 15, 16, 33, 129};
+  Problem p = lengths(128, 1000, ns);
+  const auto all = iota(p.S);
+  const auto ref = reference(p, all, true);
+  const Tensor batch = run(*gpu_, p, all, true);
+  expect_close("batch vs double", ref, batch, kBound);
+  expect_close("misaligned batch vs double", ref, run(*gpu_, p, all, true, -2, true), kBound);
+  expect_close("max_keys hint 20 vs double", ref, run(*gpu_, p, all, true, 20), kBound);
+  expect_close("batch-invariant vs double", ref, run(*gpu_bi_, p, all, true), kBound);
+  const int64_t row = p.nH * kD;
+  for (int64_t i = 0; i < 4; ++i) {  // 0, 1, 17, 700 keys alone, with and without sinks
+    for (bool sinks : {true, false}) {
+      const std::string tag = std::to_string(ns[i]) + " keys alone" + (sinks ? "" : " (no sinks)");
+      const Tensor one = run(*gpu_, p, {i}, sinks);
+      const auto want = reference(p, {i}, sinks);
+      expect_close(tag + " vs double", want, one, kBound);
+      if (ns[i] == 0) {
+        for (int64_t c = 0; c < row; ++c) ASSERT_EQ(one.data<float>()[c], 0.f) << tag;
+      }
     }
   }
 }

@@ -4,10 +4,9 @@
 // backend's reference mode within a relative bound, and bitwise: a query's output does not depend
 // on the batch around it, on the split vs one-block path, on the max_keys hint or on the
 // alignment of its inputs. Fresh random inputs per run; the seed is printed on failure.
-// The V4-layout tests run on both kernels (CudaAttentionMode/simt: attention.cu; /tc: the
-// tensor-core kernel attention_tc.cu); the Tc* tests check the tensor-core kernel at the real
-// decode shapes (64 heads × 512, window 128 + 512 selected, batch 1/16/64), more head groups,
-// every unit/chunk edge and inputs far from unit scale, all within the same fp32 bound.
+// Every test here forces the SIMT kernel (the fallback for every layout; the split-key kernel
+// that V4's layout uses by default has its own suite, cuda_attention_fd_test). The session-5
+// tensor-core kernel attention_tc.cu and its tests were removed in session 7.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/attention_tc.h"
+#include "backend/cuda/attention_fd.h"
 #include "backend/cuda/cuda_backend.h"
 #include "device_pair.h"
 
@@ -51,11 +50,11 @@ class CudaAttention : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.status().to_string();
     gpu_ = std::move(b).value();
     cpu_ = backend::make_cpu_backend({.reference = true});
-    // These suites test the SIMT and tc kernels (the split-key kernel, the default since session
-    // 6, has its own: cuda_attention_fd_test); the mode suites below pick theirs.
-    kernels::set_attention_tc_override(0);
+    // These suites test the SIMT kernel (the split-key kernel, the default for V4's layout since
+    // session 6, has its own: cuda_attention_fd_test).
+    kernels::set_attention_kernel_override(kernels::kAttentionSimt);
   }
-  void TearDown() override { kernels::set_attention_tc_override(-1); }
+  void TearDown() override { kernels::set_attention_kernel_override(-1); }
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
     std::normal_distribution<float> nd(0.f, scale);
@@ -185,29 +184,18 @@ class CudaAttention : public ::testing::Test {
   std::unique_ptr<backend::Backend> cpu_;
 };
 
-// The V4-layout tests on one kernel: 0 = simt (attention.cu), 1 = tc (attention_tc.cu).
+// The V4-layout tests, parameterized by the kernel forced (only simt, attention.cu, since the
+// tensor-core kernel attention_tc.cu was removed; the split-key kernel is not batch-composition
+// invariant outside --batch-invariant, so these bitwise tests do not apply to it as they are).
 class CudaAttentionMode : public CudaAttention, public ::testing::WithParamInterface<int> {
  protected:
   void SetUp() override {
     CudaAttention::SetUp();
-    kernels::set_attention_tc_override(GetParam());
+    kernels::set_attention_kernel_override(GetParam());
   }
-  void TearDown() override { kernels::set_attention_tc_override(-1); }
 };
-INSTANTIATE_TEST_SUITE_P(Kernels, CudaAttentionMode, ::testing::Values(0, 1),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return std::string(i.param ? "tc" : "simt");
-                         });
-
-// The tensor-core kernel forced on.
-class CudaAttentionTc : public CudaAttention {
- protected:
-  void SetUp() override {
-    CudaAttention::SetUp();
-    kernels::set_attention_tc_override(1);
-  }
-  void TearDown() override { kernels::set_attention_tc_override(-1); }
-};
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaAttentionMode, ::testing::Values(kernels::kAttentionSimt),
+                         [](const ::testing::TestParamInfo<int>&) { return std::string("simt"); });
 
 // List lengths around the chunk and super-chunk sizes, a long one, and empty lists.
 const std::vector<int64_t> kEdgeLengths{0, 1, 31, 32, 33, 64, 65, 700};
@@ -342,100 +330,6 @@ TEST_P(CudaAttentionMode, BadKeyIdsAreReported) {
         ASSERT_TRUE(std::isfinite(got.data<float>()[c])) << "id " << bad << " index " << c;
       if (nq > 1) expect_rows_bitwise("a query after the bad one", got, 1, good, 1, p.nH * p.Dv);
     }
-  }
-}
-
-TEST_F(CudaAttentionTc, V4DecodeShapesMatchCpuAtBatch1_16_64) {
-  // Real V4-Flash decode: 64 heads over one shared 512-wide K = V head, each token's list = the
-  // window (128 rows) + 512 selected compressed entries (two units of 320 keys, so the combine
-  // kernel runs). Batch 64 against the CPU with and without sinks; batches 1 and 16 (prefixes and
-  // a strided subset) must give every token the bits it has in the batch of 64.
-  Problem p = make(64, 1, 512, 512, 4096, true, std::vector<int64_t>(64, 640));
-  const int64_t row = p.nH * p.Dv;
-  std::vector<int64_t> all(64), sixteen, one{37};
-  for (int64_t i = 0; i < 64; ++i) all[i] = i;
-  for (int64_t i = 0; i < 16; ++i) sixteen.push_back(4 * i + 1);
-  for (bool with_sinks : {true, false}) {
-    const std::string tag = with_sinks ? " (sinks)" : " (no sinks)";
-    const Tensor want = cpu_run(p, with_sinks);
-    const Tensor b64 = gpu_run(p, all, with_sinks);
-    expect_close("batch 64" + tag, want, b64, 5e-6);
-    const Tensor b16 = gpu_run(p, sixteen, with_sinks);
-    for (int64_t i = 0; i < 16; ++i)
-      expect_rows_bitwise("token " + std::to_string(sixteen[i]) + " in batch 16 vs 64" + tag, b16,
-                          i, b64, sixteen[i], row);
-    const Tensor b1 = gpu_run(p, one, with_sinks);
-    expect_close("batch 1" + tag, want.rows(37, 38).clone(), b1, 5e-6);
-    expect_rows_bitwise("token 37 alone vs in batch 64" + tag, b1, 0, b64, 37, row);
-    const Tensor b1_nohint = gpu_run(p, one, with_sinks, -1);
-    expect_rows_bitwise("token 37 alone without the max_keys hint" + tag, b1_nohint, 0, b64, 37,
-                        row);
-  }
-}
-
-TEST_F(CudaAttentionTc, UnitAndChunkEdgesTwoHeadGroupsMatchCpu) {
-  // 128 heads (two blocks of 64 per token), list lengths at every chunk (16) and unit (320 keys;
-  // 20 chunks) edge, lists long enough for the unit cap (8 units), empty lists; as one batch, in
-  // reverse order and one by one: within the bound of the CPU and bitwise the same.
-  const std::vector<int64_t> lengths{0, 1, 15, 16, 17, 319, 320, 321, 336, 640, 641, 2000, 3000};
-  Problem p = make(128, 1, 512, 512, 3200, true, lengths);
-  const int64_t row = p.nH * p.Dv;
-  std::vector<int64_t> all(p.S), rev(p.S);
-  for (int64_t i = 0; i < p.S; ++i) all[i] = i, rev[i] = p.S - 1 - i;
-  const Tensor want = cpu_run(p, true);
-  const Tensor batch = gpu_run(p, all, true);
-  expect_close("batch", want, batch, 5e-6);
-  const Tensor reversed = gpu_run(p, rev, true);
-  for (int64_t i = 0; i < p.S; ++i) {
-    const std::string q = "query with " + std::to_string(p.lists[i].size()) + " keys";
-    expect_rows_bitwise(q + " in the reversed batch", reversed, p.S - 1 - i, batch, i, row);
-    const Tensor one = gpu_run(p, {i}, true);
-    expect_rows_bitwise(q + " alone", one, 0, batch, i, row);
-    if (p.lists[i].empty()) {
-      for (int64_t c = 0; c < one.numel(); ++c) ASSERT_EQ(one.data<float>()[c], 0.f);
-    }
-  }
-}
-
-TEST_F(CudaAttentionTc, RepeatedRunsAreBitwiseEqual) {
-  // Run-to-run determinism, separate from batch invariance: the same split-path queries (2 and 3
-  // units, a partial last chunk) alone and the same batch, launched again and again, give the
-  // same bits every time (a race or a read of unwritten memory would show here first).
-  Problem p = make(64, 1, 512, 512, 2000, true, {580, 700, 321, 640, 17, 0, 333});
-  const int64_t row = p.nH * p.Dv;
-  std::vector<int64_t> all(p.S);
-  for (int64_t i = 0; i < p.S; ++i) all[i] = i;
-  for (bool with_sinks : {true, false}) {
-    const std::string tag = with_sinks ? " (sinks)" : " (no sinks)";
-    const Tensor batch = gpu_run(p, all, with_sinks);
-    const Tensor first = gpu_run(p, {0}, with_sinks);
-    expect_rows_bitwise("580 keys alone vs batch" + tag, first, 0, batch, 0, row);
-    for (int rep = 0; rep < 12; ++rep) {
-      const std::string r = " run " + std::to_string(rep) + tag;
-      expect_rows_bitwise("580 keys alone" + r, gpu_run(p, {0}, with_sinks), 0, first, 0, row);
-      expect_rows_bitwise("700 keys alone" + r, gpu_run(p, {1}, with_sinks), 0, batch, 1, row);
-      if (rep % 4 == 0) {
-        const Tensor again = gpu_run(p, all, with_sinks);
-        for (int64_t i = 0; i < p.S; ++i)
-          expect_rows_bitwise("query " + std::to_string(i) + " in the batch" + r, again, i, batch,
-                              i, row);
-      }
-    }
-  }
-}
-
-TEST_F(CudaAttentionTc, InputsFarFromUnitScaleMatchCpu) {
-  // The kernel rescales Q per token and each K = V tile by powers of two before splitting into
-  // fp16 hi/lo; magnitudes of 1e-3 … 1e3 (logits kept O(1)) must keep the fp32 bound.
-  const std::vector<std::pair<float, float>> scales{{1e-3f, 1e3f}, {1e3f, 1e-3f}, {3e-2f, 2e1f}};
-  for (const auto& [qs, ks] : scales) {
-    Problem p = make(64, 1, 512, 512, 1500, true, {640, 200, 33});
-    for (int64_t i = 0; i < p.q.numel(); ++i) p.q.data<float>()[i] *= qs;
-    for (int64_t i = 0; i < p.k.numel(); ++i) p.k.data<float>()[i] *= ks;
-    p.v = p.k;
-    const Tensor want = cpu_run(p, true);
-    expect_close("q ×" + std::to_string(qs) + ", kv ×" + std::to_string(ks), want,
-                 gpu_run(p, {0, 1, 2}, true), 5e-6);
   }
 }
 

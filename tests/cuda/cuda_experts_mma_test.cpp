@@ -10,7 +10,13 @@
 //  - against the GEMV (gemv_experts_v2) on every output of every slot (|new − v2| ≤ 1e-4 of the
 //    slot row's largest |v2|: any layout / permutation slip gives O(1) differences);
 //  - rows of the bad-id slot left untouched (the buffer's NaN fill), every other output written;
-//  - x rows of very different magnitudes (2^-60 … 2^60, a zero row) and unaligned x.
+//  - x rows of very different magnitudes (2^-60 … 2^60, a zero row) and unaligned x;
+//  - session 7: the kernel variants (1 = session 6, 2 = the default, 3 = 2 with more registers)
+//    give the same bits on every output (memcmp), since each output's operations are the same;
+//  - session 7, --batch-invariant: one token's slot outputs are the same bits (memcmp) when it
+//    runs alone and in batches of 16, 64 and 2048 tokens, at other positions, with its experts
+//    in another order and one of them crowded by other tokens (several passes of 8 tokens), for
+//    each projection on its own and through CudaBackend::moe_experts with batch_invariant.
 // Fresh random inputs each run; the seed is printed.
 #include <gtest/gtest.h>
 
@@ -23,10 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/experts_mma.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
+#include "common/env.h"
+#include "device_pair.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -116,10 +126,11 @@ class CudaExpertsMma : public ::testing::Test {
     return ids;
   }
 
-  // out [slots, N] (host) of the new kernel (mma) or gemv_experts_v2; untouched elements keep
-  // the NaN fill (all bits set).
+  // out [slots, N] (host) of experts_mma variant `variant` (0: the default) when mma, else of
+  // gemv_experts_v2; untouched elements keep the NaN fill (all bits set).
   std::vector<float> run(bool mma, const Set& st, const float* dx, int64_t x_rows, int64_t x_div,
-                         int64_t slots, int64_t E, const int32_t* grp) {
+                         int64_t slots, int64_t E, const int32_t* grp, int variant = 0,
+                         int64_t tile_rows = 0) {
     DeviceBuffer out = dev_alloc(slots * st.N * 4);
     EXPECT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
     const auto* tab = static_cast<const void* const*>(st.tables.data());
@@ -131,7 +142,7 @@ class CudaExpertsMma : public ::testing::Test {
       EXPECT_TRUE(kernels::experts_mma_supported(2, slots, E, true, false, true, st.N, st.K, 1, 32));
       DeviceBuffer ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
       kernels::experts_mma(dx, x_rows, x_div, perm, row_off, act_off, slots, E, tab, tab + E, st.N,
-                           st.K, ws.data(), o, nullptr);
+                           st.K, ws.data(), o, nullptr, variant, tile_rows);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     } else {
       EXPECT_TRUE(kernels::gemv_experts_v2_supported(2, slots, E, true, true, st.N, st.K, 32));
@@ -163,6 +174,23 @@ class CudaExpertsMma : public ::testing::Test {
                        static_cast<int32_t*>(flag.data()), nullptr);
     const std::vector<float> v2 = run(false, st, dx, x_rows, x_div, slots, E, g);
     const std::vector<float> nw = run(true, st, dx, x_rows, x_div, slots, E, g);
+    // Every variant, and the default on moe_group's 8-row tiles: the same bits as the default
+    // on every element (written or not).
+    DeviceBuffer grp8 = dev_alloc((slots + 2 * (E + 1)) * 4);
+    int32_t* g8 = static_cast<int32_t*>(grp8.data());
+    kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E, kernels::kExpertsMmaTileRows, g8,
+                       g8 + slots, g8 + slots + E + 1, static_cast<int32_t*>(flag.data()), nullptr);
+    for (int variant : {kernels::kExpertsMmaV1, kernels::kExpertsMmaV2, kernels::kExpertsMmaV2Regs, -1}) {
+      const std::vector<float> other =
+          variant < 0 ? run(true, st, dx, x_rows, x_div, slots, E, g8, 0, kernels::kExpertsMmaTileRows)
+                      : run(true, st, dx, x_rows, x_div, slots, E, g, variant);
+      int64_t first = -1;
+      for (size_t i = 0; i < nw.size() && first < 0; ++i)
+        if (std::memcmp(&nw[i], &other[i], 4) != 0) first = static_cast<int64_t>(i);
+      EXPECT_EQ(first, -1) << "variant " << variant << " (-1: 8-row tiles) differs from the default at slot "
+                           << first / st.N << " row " << first % st.N << ": " << other[first] << " vs "
+                           << nw[first];
+    }
     const uint32_t kFill = 0xFFFFFFFFu;
     auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
     // Every output against the GEMV; bad-id rows untouched.
@@ -226,6 +254,67 @@ class CudaExpertsMma : public ::testing::Test {
         << "mma error vs double above max(2 x gemv's, 16u); worst at slot " << worst_sl << " row " << worst_n;
   }
 
+  // Uniform in [-a, a) (fast enough for the 2048-token batches).
+  std::vector<float> uniform(int64_t n, float a) {
+    std::vector<float> v(n);
+    for (float& f : v) f = a * (static_cast<float>(next64() >> 40) * (2.f / 16777216.f) - 1.f);
+    return v;
+  }
+  // Routing of a batch of B tokens around a probe token at `pos` whose k experts are
+  // probe[order[j]]; every other token: the probe's first expert in every other token (crowded:
+  // ~B/2 rows, several passes of 8), the rest random; one bad id in a token other than the probe.
+  std::vector<int32_t> probe_routing(int64_t B, int64_t k, int64_t E, const std::vector<int32_t>& probe,
+                                     const std::vector<int>& order, int64_t pos) {
+    std::vector<int32_t> ids(B * k);
+    for (int64_t t = 0; t < B; ++t) {
+      if (t == pos) {
+        for (int64_t j = 0; j < k; ++j) ids[t * k + j] = probe[order[j]];
+        continue;
+      }
+      std::vector<int32_t> mine;
+      if (t % 2 == 0) mine.push_back(probe[0]);
+      while (static_cast<int64_t>(mine.size()) < k) {
+        const int32_t e = static_cast<int32_t>(next64() % E);
+        if (std::find(mine.begin(), mine.end(), e) == mine.end()) mine.push_back(e);
+      }
+      std::copy(mine.begin(), mine.end(), ids.begin() + t * k);
+    }
+    if (B > 1) ids[((pos + 1) % B) * k + k - 1] = -1;
+    return ids;
+  }
+  // One projection of experts_mma (variant) over x [x_rows, st.K] (slot i reads row i / x_div)
+  // with routing ids [slots]; returns the output rows of slots want[0..] concatenated.
+  std::vector<float> probe_rows(const Set& st, const std::vector<float>& x, int64_t x_div,
+                                const std::vector<int32_t>& ids, int64_t E, const std::vector<int64_t>& want,
+                                int variant, int tile_rows) {
+    const int64_t slots = static_cast<int64_t>(ids.size());
+    const int64_t x_rows = static_cast<int64_t>(x.size()) / st.K;
+    DeviceBuffer dids = dev_alloc(slots * 4), grp = dev_alloc((slots + 2 * (E + 1)) * 4), flag = dev_alloc(16),
+                 dx = dev_alloc(x.size() * 4), out = dev_alloc(slots * st.N * 4),
+                 ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
+    EXPECT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemset(flag.data(), 0, 16), cudaSuccess);
+    EXPECT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    EXPECT_TRUE(kernels::experts_mma_supported(2, slots, E, true, false, true, st.N, st.K, 1, 32));
+    int32_t* g = static_cast<int32_t*>(grp.data());
+    const int grouping = tile_rows > 0 ? tile_rows : static_cast<int>(std::max<int64_t>(slots, 1));
+    kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E, grouping, g, g + slots,
+                       g + slots + E + 1, static_cast<int32_t*>(flag.data()), nullptr);
+    const auto* tab = static_cast<const void* const*>(st.tables.data());
+    kernels::experts_mma(static_cast<const float*>(dx.data()), x_rows, x_div, g, g + slots, g + slots + E + 1,
+                         slots, E, tab, tab + E, st.N, st.K, ws.data(), static_cast<float*>(out.data()), nullptr,
+                         variant, grouping);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<float> rows(want.size() * st.N);
+    for (size_t j = 0; j < want.size(); ++j)
+      EXPECT_EQ(cudaMemcpy(rows.data() + j * st.N, static_cast<float*>(out.data()) + want[j] * st.N, st.N * 4,
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    return rows;
+  }
+
   unsigned seed_ = 0;
   std::mt19937 rng_;
   uint64_t sm_ = 0;
@@ -280,6 +369,170 @@ TEST_F(CudaExpertsMma, CrowdedExpertsWideRowMagnitudesAndUnalignedX) {
   std::vector<float> xd = randn(B * k, I, 0.3f);
   for (int64_t i = 0; i < I; ++i) xd[7 * I + i] *= 1e-30f;
   check("down crowded", down, xd, 1, ids, E, 0);
+}
+
+// --batch-invariant (session 7): a probe token's slot outputs of each projection are the same
+// bits in batches of 1, 16, 64 and 2048 tokens, at other positions, with its experts in other
+// orders, its first expert crowded by every other token, and with every kernel variant.
+TEST_F(CudaExpertsMma, SlotBitsDoNotDependOnTheBatch) {
+  const int64_t E = 256, k = 6, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 24;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  if (HasFatalFailure()) return;
+  std::vector<int32_t> probe;
+  while (static_cast<int64_t>(probe.size()) < k) {
+    const int32_t e = static_cast<int32_t>(next64() % E);
+    if (std::find(probe.begin(), probe.end(), e) == probe.end()) probe.push_back(e);
+  }
+  const std::vector<float> px = uniform(H, 2.f);      // the probe token's row
+  const std::vector<float> pact = uniform(k * I, 0.5f);  // its SwiGLU rows, one per expert
+  struct Config {
+    int64_t B, pos;
+    std::vector<int> order;
+    int variant, tile_rows;  // tile_rows 0: one tile per expert (≥ slots)
+  };
+  const int t8 = kernels::kExpertsMmaTileRows;
+  const std::vector<int> ident{0, 1, 2, 3, 4, 5}, rev{5, 4, 3, 2, 1, 0}, rot{2, 3, 4, 5, 0, 1};
+  const std::vector<Config> configs = {
+      {1, 0, ident, 0, 0},      {1, 0, rev, 0, t8},
+      {16, 5, ident, 0, t8},    {16, 15, rot, kernels::kExpertsMmaV2Regs, 0},
+      {64, 63, rot, 0, t8},     {64, 0, rev, kernels::kExpertsMmaV1, 0},
+      {2048, 1000, rev, 0, t8}, {2048, 0, ident, kernels::kExpertsMmaV1, 0},
+      {2048, 2047, rot, kernels::kExpertsMmaV2Regs, t8},
+  };
+  std::vector<float> ref_gu, ref_dn;  // [k][N] in probe order, from configs[0]
+  for (const Config& c : configs) {
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " pos " + std::to_string(c.pos) + " variant " +
+                 std::to_string(c.variant) + " tile rows " + std::to_string(c.tile_rows) + ", seed " +
+                 std::to_string(seed_));
+    const std::vector<int32_t> ids = probe_routing(c.B, k, E, probe, c.order, c.pos);
+    std::vector<int64_t> want(k);  // slot of probe expert j
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t i = 0; i < k; ++i)
+        if (c.order[i] == j) want[j] = c.pos * k + i;
+    std::vector<float> xg = uniform(c.B * H, 2.f);
+    std::copy(px.begin(), px.end(), xg.begin() + c.pos * H);
+    std::vector<float> xd = uniform(c.B * k * I, 0.5f);
+    for (int64_t j = 0; j < k; ++j) std::copy(pact.begin() + j * I, pact.begin() + (j + 1) * I, xd.begin() + want[j] * I);
+    const std::vector<float> gu = probe_rows(gate_up, xg, k, ids, E, want, c.variant, c.tile_rows);
+    const std::vector<float> dn = probe_rows(down, xd, 1, ids, E, want, c.variant, c.tile_rows);
+    if (ref_gu.empty()) {
+      ref_gu = gu;
+      ref_dn = dn;
+      for (float v : gu) ASSERT_TRUE(std::isfinite(v)) << "gate_up output not written / not finite";
+      for (float v : dn) ASSERT_TRUE(std::isfinite(v)) << "down output not written / not finite";
+      continue;
+    }
+    auto first_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+      for (size_t i = 0; i < a.size(); ++i)
+        if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<int64_t>(i);
+      return int64_t{-1};
+    };
+    const int64_t dg = first_diff(gu, ref_gu), dd = first_diff(dn, ref_dn);
+    EXPECT_EQ(dg, -1) << "gate_up: expert " << probe[dg / gate_up.N] << " row " << dg % gate_up.N << ": "
+                      << gu[dg] << " vs alone " << ref_gu[dg];
+    EXPECT_EQ(dd, -1) << "down: expert " << probe[dd / down.N] << " row " << dd % down.N << ": " << dn[dd]
+                      << " vs alone " << ref_dn[dd];
+  }
+}
+
+// The same through CudaBackend::moe_experts with batch_invariant (DEEPINFER_BI_EXPERTS=mma, the
+// default: the tensor-core kernel for every slot count): the probe token's output row is the
+// same bits at 1, 16, 64 and 2048 tokens and at any position (its experts and weights in one
+// order: combine_slots sums a token's slots in its own order). With the defaults it also equals
+// the plain backend's row at 1 token (both run experts_mma there; the GEMV's bits differ), which
+// shows the batch-invariant mode took the tensor-core kernel.
+TEST_F(CudaExpertsMma, BackendBatchInvariantExpertsKeepATokensBits) {
+  const int64_t E = 256, k = 6, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 16;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  if (HasFatalFailure()) return;
+  CudaBackendOptions bo;
+  bo.batch_invariant = true;
+  auto b = CudaBackend::create(bo);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto g = CudaBackend::create();
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::unique_ptr<CudaBackend> bi = std::move(b).value(), plain = std::move(g).value();
+  backend::ExpertSet set;
+  for (int64_t e = 0; e < E; ++e)
+    for (const Set* st : {&gate_up, &down}) {
+      backend::Weight w;
+      w.w = backend::Tensor::borrow(static_cast<const uint8_t*>(st->dw.data()) + (e % st->P) * st->wbytes(),
+                                    DType::kF4E2M1, {st->N, st->K});
+      w.scale = backend::Tensor::borrow(static_cast<const uint8_t*>(st->ds.data()) + (e % st->P) * st->sbytes(),
+                                        DType::kF8E8M0, {st->N, st->K / 32});
+      w.block_rows = 1;
+      w.block_cols = 32;
+      (st == &gate_up ? set.gate_up : set.down).push_back(w);
+    }
+  backend::ExpertSet plain_set = set;
+  ASSERT_TRUE(bi->prepare_experts(set).ok());
+  ASSERT_TRUE(plain->prepare_experts(plain_set).ok());
+  ASSERT_NE(set.prepared, nullptr);
+  std::vector<int32_t> probe;
+  while (static_cast<int64_t>(probe.size()) < k) {
+    const int32_t e = static_cast<int32_t>(next64() % E);
+    if (std::find(probe.begin(), probe.end(), e) == probe.end()) probe.push_back(e);
+  }
+  const std::vector<float> px = uniform(H, 2.f), pw = uniform(k, 1.f);
+  const std::vector<int> ident{0, 1, 2, 3, 4, 5};
+  std::vector<float> ref;
+  for (auto [B, pos] : {std::pair<int64_t, int64_t>{1, 0}, {16, 7}, {64, 0}, {64, 63}, {2048, 1234}}) {
+    SCOPED_TRACE("B=" + std::to_string(B) + " pos " + std::to_string(pos) + ", seed " + std::to_string(seed_));
+    std::vector<int32_t> ids = probe_routing(B, k, E, probe, ident, pos);
+    if (B > 1) ids[((pos + 1) % B) * k + k - 1] = static_cast<int32_t>(next64() % E);  // no bad id here
+    std::vector<float> xs = uniform(B * H, 2.f), ws = uniform(B * k, 1.f);
+    std::copy(px.begin(), px.end(), xs.begin() + pos * H);
+    std::copy(pw.begin(), pw.end(), ws.begin() + pos * k);
+    backend::Tensor x = backend::Tensor::empty(DType::kF32, {B, H}), w = backend::Tensor::empty(DType::kF32, {B, k});
+    backend::Tensor id = backend::Tensor::empty(DType::kI32, {B, k}), o = backend::Tensor::empty(DType::kF32, {B, H});
+    std::memcpy(x.raw(), xs.data(), xs.size() * 4);
+    std::memcpy(w.raw(), ws.data(), ws.size() * 4);
+    std::memcpy(id.raw(), ids.data(), ids.size() * 4);
+    std::memset(o.raw(), 0, o.nbytes());
+    auto dx = testing::on_device(x), dw = testing::on_device(w), did = testing::on_device(id);
+    auto dout = testing::on_device(o);
+    Status st = bi->moe_experts(dx.dev, did.dev, dw.dev, set, 7.0f, dout.dev);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(bi->synchronize().ok());
+    std::vector<float> row(H);
+    ASSERT_EQ(cudaMemcpy(row.data(), static_cast<const float*>(dout.dev.raw()) + pos * H, H * 4,
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    if (ref.empty()) {
+      ref = row;
+      double mx = 0;
+      for (float v : row) {
+        ASSERT_TRUE(std::isfinite(v));
+        mx = std::max(mx, double(std::fabs(v)));
+      }
+      EXPECT_GT(mx, 0.0) << "the probe's output row is all zeros";
+      if (env().bi_experts == "mma" && env().experts_mma) {  // the plain backend runs experts_mma at 6 slots
+        auto dout2 = testing::on_device(o);
+        Status st2 = plain->moe_experts(dx.dev, did.dev, dw.dev, plain_set, 7.0f, dout2.dev);
+        ASSERT_TRUE(st2.ok()) << st2.to_string();
+        ASSERT_TRUE(plain->synchronize().ok());
+        std::vector<float> prow(H);
+        ASSERT_EQ(cudaMemcpy(prow.data(), dout2.dev.raw(), H * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(std::memcmp(prow.data(), row.data(), H * 4), 0)
+            << "batch-invariant experts at 1 token differ from the plain backend's experts_mma";
+      }
+      continue;
+    }
+    int64_t first = -1;
+    for (int64_t i = 0; i < H && first < 0; ++i)
+      if (std::memcmp(&row[i], &ref[i], 4) != 0) first = i;
+    EXPECT_EQ(first, -1) << "column " << first << ": " << row[first] << " vs alone " << ref[first];
+  }
 }
 
 // Host-side check: runs without a device.

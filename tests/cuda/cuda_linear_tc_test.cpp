@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/prefill_gemm.h"
 #include "common/env.h"
 #include "device_pair.h"
@@ -277,6 +278,209 @@ TEST_F(CudaLinearTc, SplitProductsMatchDoubleAtModelShapes) {
       }
     }
   }
+}
+
+// ---- gemv_tc (linear_tc_gemv.cuh): linear_tc's bits at decode M, weights streamed ----
+
+// A random stored weight [R, K] without its dequantized copy (the head is 1 GB in bf16): a
+// splitmix64 stream instead of mt19937 per element. Same value ranges as random_weight.
+void fast_weight(Fmt f, int64_t R, int64_t K, uint64_t seed, backend::Weight* w) {
+  uint64_t st = seed;
+  auto next = [&st] {
+    uint64_t z = (st += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  if (f == Fmt::kBf16) {
+    w->w = Tensor::empty(DType::kBF16, {R, K});
+    uint16_t* d = w->w.data<uint16_t>();
+    for (int64_t i = 0; i < R * K; i += 4) {
+      const uint64_t r = next();
+      for (int j = 0; j < 4 && i + j < R * K; ++j) {
+        const uint16_t v = static_cast<uint16_t>(r >> (16 * j));
+        d[i + j] = static_cast<uint16_t>(0x3B80 + (v & 0x07FF)) ^ (v & 0x8000);
+      }
+    }
+    return;
+  }
+  w->w = Tensor::empty(f == Fmt::kFp4 ? DType::kF4E2M1 : DType::kF8E4M3, {R, K});
+  uint8_t* d = w->w.data<uint8_t>();
+  const uint64_t nb = w->w.nbytes();
+  for (uint64_t i = 0; i < nb; i += 8) {
+    const uint64_t r = next();
+    for (uint64_t j = 0; j < 8 && i + j < nb; ++j) {
+      uint8_t b = static_cast<uint8_t>(r >> (8 * j));
+      if (f != Fmt::kFp4 && (b & 0x7F) == 0x7F) b = 0x3F;  // no NaN codes
+      d[i + j] = b;
+    }
+  }
+  w->block_rows = f == Fmt::kFp4 ? 1 : 128;
+  w->block_cols = f == Fmt::kFp4 ? 32 : 128;
+  const int64_t sr = (R + w->block_rows - 1) / w->block_rows, sc = (K + w->block_cols - 1) / w->block_cols;
+  if (f == Fmt::kFp8F32Scale) {
+    w->scale = Tensor::empty(DType::kF32, {sr, sc});
+    for (int64_t i = 0; i < w->scale.numel(); ++i)
+      w->scale.data<float>()[i] = 0.001f + 0.099f * static_cast<float>(next() >> 40) / static_cast<float>(1 << 24);
+  } else {
+    w->scale = Tensor::empty(DType::kF8E8M0, {sr, sc});
+    for (int64_t i = 0; i < w->scale.numel(); ++i) w->scale.data<uint8_t>()[i] = static_cast<uint8_t>(118 + next() % 10);
+  }
+}
+
+// Bitwise equality of two fp32 host buffers; the first differing element on failure.
+void expect_bits(const std::string& what, const float* got, const float* want, int64_t rows, int64_t cols) {
+  if (std::memcmp(got, want, static_cast<size_t>(rows * cols) * 4) == 0) return;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, got + i, 4);
+    std::memcpy(&b, want + i, 4);
+    if (a != b) {
+      ADD_FAILURE() << what << ": first difference at row " << i / cols << " col " << i % cols
+                    << ": " << got[i] << " (0x" << std::hex << a << ") vs " << want[i] << " (0x" << b
+                    << std::dec << ")";
+      return;
+    }
+  }
+}
+
+struct TcShapeCase { const char* name; Fmt f; int64_t G, N, K; };
+
+// The V4-Flash projections that run through CudaBackend::linear at decode, and odd shapes.
+const std::vector<TcShapeCase>& gemv_tc_cases() {
+  static const std::vector<TcShapeCase> cases = {
+      {"wq_a", Fmt::kFp8, 1, 1024, 4096},
+      {"wkv", Fmt::kFp8, 1, 512, 4096},
+      {"wq_b", Fmt::kFp8, 1, 32768, 1024},
+      {"wo_a (8 groups)", Fmt::kFp8, 8, 1024, 4096},
+      {"wo_b", Fmt::kFp8, 1, 4096, 8192},
+      {"shared expert w1 / w3", Fmt::kFp8, 1, 2048, 4096},
+      {"shared expert w2", Fmt::kFp8, 1, 4096, 2048},
+      {"wq_a, f32 scales", Fmt::kFp8F32Scale, 1, 1024, 4096},
+      {"fp4 expert w1+w3", Fmt::kFp4, 1, 4096, 4096},
+      {"compressor wkv (bf16)", Fmt::kBf16, 1, 1024, 4096},
+      {"head (bf16)", Fmt::kBf16, 1, 129280, 4096},
+      // Partial n tiles and warps, a partial last scale block inside a split (K = 1056), half a
+      // k32 stage at the end (K = 208, 200), FP4's 1×32 blocks (a promotion every stage), groups.
+      {"odd fp8", Fmt::kFp8, 1, 300, 1056},
+      {"odd fp8 f32 scales, 3 groups", Fmt::kFp8F32Scale, 3, 50, 208},
+      {"odd bf16, 2 groups", Fmt::kBf16, 2, 77, 200},
+      {"odd fp4", Fmt::kFp4, 1, 45, 352},
+  };
+  return cases;
+}
+
+TEST_F(CudaLinearTc, GemvTcIsBitwiseLinearTcAtModelShapes) {
+  // For M = 1, 2, 3, 7, 8, 9, 16: linear_tc_gemv with the batch-invariant split == linear_tc with
+  // the same split (memcmp), == CudaBackend::linear under --batch-invariant (the gemv_tc path
+  // unless DEEPINFER_BI_LINEAR=tc), and row r's bits at M equal row r's at M = 16. Extra splits
+  // (k_split = K: one split of up to 256 stages, several x chunks; 640: a partial last chunk and an
+  // odd number of load batches) on three shapes check the kernel's chunk / batch walk.
+  uint64_t wseed = seed_;
+  for (const TcShapeCase& c : gemv_tc_cases()) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int fmt = c.f == Fmt::kBf16 ? 0 : c.f == Fmt::kFp4 ? 2 : 1;
+    const bool f32s = c.f == Fmt::kFp8F32Scale;
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    const void* scale = fmt == 0 ? nullptr : dw.scale.raw();
+    Tensor x = randn({16, G * K});
+    auto dx = on_device(x);
+    std::vector<int64_t> splits_to_try = {kernels::linear_tc_k_split(1, GN, K, bc, true)};
+    if (std::string(c.name) == "wq_a" || std::string(c.name) == "compressor wkv (bf16)" ||
+        std::string(c.name) == "fp4 expert w1+w3")
+      for (int64_t ks : {K, int64_t{640}}) splits_to_try.push_back(ks);
+    for (size_t si = 0; si < splits_to_try.size(); ++si) {
+      const int64_t k_split = splits_to_try[si], splits = (K + k_split - 1) / k_split;
+      Tensor full;  // gemv_tc at M = 16
+      for (int64_t M : {16, 1, 2, 3, 7, 8, 9}) {
+        ASSERT_TRUE(kernels::linear_tc_gemv_supported(fmt, dw.w.raw(), dx.dev.data<float>(), M, K,
+                                                      fmt != 0, hw.block_cols)) << c.name;
+        ASSERT_EQ(k_split, si == 0 ? kernels::linear_tc_k_split(M, GN, K, bc, true) : k_split);
+        auto ref = bi_->alloc(DType::kF32, {M, GN});
+        auto got = bi_->alloc(DType::kF32, {M, GN});
+        auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
+        ASSERT_TRUE(ref.ok() && got.ok() && ws.ok());
+        kernels::linear_tc(fmt, dx.dev.data<float>(), dw.w.raw(), scale, f32s, M, N, K, G,
+                           hw.block_rows, hw.block_cols, k_split, ref->data<float>(),
+                           ws->data<float>(), bi_->stream());
+        ASSERT_TRUE(bi_->synchronize().ok());
+        kernels::linear_tc_gemv(fmt, dx.dev.data<float>(), dw.w.raw(), scale, f32s, M, N, K, G,
+                                hw.block_rows, hw.block_cols, k_split, got->data<float>(),
+                                ws->data<float>(), bi_->stream());
+        ASSERT_TRUE(bi_->synchronize().ok());
+        const Tensor want_h = to_host(*ref), got_h = to_host(*got);
+        const std::string what = std::string(c.name) + " " + fmt_name(c.f) + " M=" + std::to_string(M) +
+                                 " k_split=" + std::to_string(k_split) + " (" + std::to_string(splits) +
+                                 " splits), seed " + std::to_string(seed_);
+        expect_bits("gemv_tc vs linear_tc, " + what, got_h.data<float>(), want_h.data<float>(), M, GN);
+        if (M == 16) full = got_h;
+        else expect_bits("gemv_tc at M vs the same rows at M = 16, " + what, got_h.data<float>(),
+                         full.data<float>(), M, GN);
+        if (si == 0) {  // the backend's batch-invariant path (its own split: the same one)
+          auto be = bi_->alloc(DType::kF32, {M, GN});
+          ASSERT_TRUE(be.ok());
+          const Status st = bi_->linear(dx.dev.rows(0, M), dw, *be, G);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_TRUE(bi_->synchronize().ok());
+          const Tensor be_h = to_host(*be);
+          expect_bits("CudaBackend::linear --batch-invariant vs linear_tc, " + what,
+                      be_h.data<float>(), want_h.data<float>(), M, GN);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaLinearTc, GemvTcMatchesDoubleReference) {
+  // linear_tc_gemv against a double-precision product of the dequantized weights: the bound of
+  // SplitProductsMatchDoubleAtModelShapes (3e-6 of the row's largest output; the arithmetic is
+  // linear_tc's). Shapes without the 1 GB head and the 32 M-element ones (host reference time).
+  for (const TcShapeCase& c : gemv_tc_cases()) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    if (GN * K > (int64_t{17} << 20)) continue;
+    backend::Weight hw;
+    Tensor deq;
+    random_weight(c.f, GN, K, &hw, &deq);
+    const backend::Weight dw = upload_weight(hw);
+    const int fmt = c.f == Fmt::kBf16 ? 0 : c.f == Fmt::kFp4 ? 2 : 1;
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    Tensor x = randn({16, G * K});
+    auto dx = on_device(x);
+    for (int64_t M : {1, 8, 16}) {
+      const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, true);
+      auto got = bi_->alloc(DType::kF32, {M, GN});
+      auto ws = bi_->alloc(DType::kF32, {(K + k_split - 1) / k_split, M, GN});
+      ASSERT_TRUE(got.ok() && ws.ok());
+      kernels::linear_tc_gemv(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
+                              c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, hw.block_cols,
+                              k_split, got->data<float>(), ws->data<float>(), bi_->stream());
+      ASSERT_TRUE(bi_->synchronize().ok());
+      const Tensor got_h = to_host(*got);
+      const std::vector<double> want64 = reference64(x.rows(0, M), deq, G);
+      expect_rows_close(std::string("gemv_tc ") + c.name + " " + fmt_name(c.f) + " M=" + std::to_string(M) +
+                            " vs double",
+                        Tensor(), got_h.data<float>(), M, GN, 3e-6, &want64);
+    }
+  }
+}
+
+TEST_F(CudaLinearTc, GemvTcRefusesWhatItCannotTake) {
+  float* x16 = nullptr;
+  uint8_t* w16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&x16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w16, 4096), cudaSuccess);
+  EXPECT_TRUE(kernels::linear_tc_gemv_supported(1, w16, x16, 16, 128, true, 128));
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(1, w16, x16, 17, 128, true, 128));  // M > 16
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(1, w16, x16, 0, 128, true, 128));
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(1, w16, x16, 4, 120, true, 128));  // row bytes
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(1, w16, x16, 4, 128, true, 16));   // block cols
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(0, w16 + 8, x16, 4, 128, false, 0));  // alignment
+  EXPECT_FALSE(kernels::linear_tc_gemv_supported(3, w16, x16, 4, 128, false, 0));  // f32 weights
+  cudaFree(x16);
+  cudaFree(w16);
 }
 
 TEST_F(CudaLinearTc, RoutedExpertsMatchCpu) {

@@ -1,17 +1,21 @@
-// The v2 routed-expert tensor-core GEMM (moe_tc.cu / moe_tc.cuh) against the v1 grouped GEMM
+// The v2 and v3 routed-expert tensor-core GEMMs (moe_tc.cu / moe_tc.cuh / moe_tc_v3.cuh) against
+// the v1 grouped GEMM
 // (linear_tc_moe.cu, tc_kernel) and a double-precision host reference, at the DeepSeek-V4-Flash
 // expert shapes (256 experts, hidden 4096, expert width 2048, FP4 e2m1 with ue8m0 1×32 scales,
 // 2048 tokens top-6 = 12288 slots) and at edge shapes (partial n tiles, f32 scales shared by two
 // rows, scale blocks of 64 and 96 columns straddling the 64-k stages, experts with no slot and
-// with several 64-row tiles).
+// with several 64-row tiles; experts of 0, 1, 17, 64, 65 and 130 rows, slots not a multiple of
+// the tile, N below and above v3's 256-wide tile, K of 1 and 3 stages).
 //
 // What is asserted:
-//  - every v2 variant gives exactly the bits of v1 for every slot (same per-element arithmetic by
-//    construction: same 3-term split, fragment permutation, MMA order and promotions), so the
-//    batch invariance and accuracy shown for v1 carry over;
-//  - against the double reference (sampled slots, all columns) the per-row error
+//  - every v2 variant and v3 give exactly the bits of v1 for every slot (same per-element
+//    arithmetic by construction: same 3-term split, fragment permutation, MMA order and
+//    promotions), so the batch invariance and accuracy shown for v1 carry over;
+//  - against the double reference (sampled slots, all columns) the per-row error of v1 and of v3
 //    max_n |gpu − ref| / max_n |ref| stays within 2e-6, the bound of tests/cuda/cuda_linear_tc_test
-//    for one fp32-accurate product (see the derivation there).
+//    for one fp32-accurate product (see the derivation there);
+//  - v3: a token's output bits are the same in two different batches (other tokens, other
+//    groupings, other positions in the 64-row tiles).
 //  - through CudaBackend::moe_experts (both projections on v2, 32- and 64-row tiles, default and
 //    --batch-invariant backends): within 5e-5 of the CPU backend (cuda_linear_tc_test's routed-
 //    expert bound), and a token's bits do not depend on the batch.
@@ -144,8 +148,8 @@ class CudaMoeTc : public ::testing::Test {
   void TearDown() override { cudaStreamDestroy(stream_); }
 
   // Runs one projection for S tokens × k slots (ids [S·k]) over x [x_rows, K] (slot i reads row
-  // i / x_div) with v1 and every v2 variant; checks v2 == v1 bitwise and v1 against the double
-  // reference on `samples` random slots (all columns).
+  // i / x_div) with v1, every v2 variant and v3; checks v2 == v1 and v3 == v1 bitwise, and v1 and
+  // v3 against the double reference on `samples` random slots (all columns).
   void check(const std::string& what, const Experts& ex, const std::vector<float>& x,
              int64_t x_rows, int64_t x_div, const std::vector<int32_t>& ids, int samples) {
     const int64_t slots = static_cast<int64_t>(ids.size()), E = ex.E, N = ex.N, K = ex.K;
@@ -179,15 +183,17 @@ class CudaMoeTc : public ::testing::Test {
     DeviceBuffer terms = dev_alloc(static_cast<size_t>(3 * x_rows * K) * 2);
     kernels::moe_tc_split_terms(static_cast<const float*>(dx.data()), x_rows, K,
                                 static_cast<uint16_t*>(terms.data()), stream_);
-    // (variant, grouping): the three 64-row variants, then the 32-row kernel.
-    for (auto [variant, gi] : {std::pair<int, int>{1, 0}, {2, 0}, {3, 0}, {1, 1}}) {
+    // (variant, grouping): the three 64-row v2 variants, v3 (variant 4, 64-row tiles), then the
+    // 32-row kernel.
+    std::vector<float> v3;
+    for (auto [variant, gi] : {std::pair<int, int>{1, 0}, {2, 0}, {3, 0}, {4, 0}, {1, 1}}) {
       ASSERT_EQ(cudaMemsetAsync(out2.data(), 0xFF, n_out * 4, stream_), cudaSuccess);  // NaN fill
       kernels::moe_tc_experts(variant, static_cast<const uint16_t*>(terms.data()), x_rows, x_div,
                               perm[gi], row_off[gi], tile_off[gi], rows_of[gi], slots, E, wt, st, ex.f32, N, K, ex.br, ex.bc,
                               static_cast<float*>(out2.data()), stream_);
       ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-      const std::vector<float> v2 = download<float>(out2, n_out);
+      std::vector<float> v2 = download<float>(out2, n_out);
       int64_t bad = -1;
       for (size_t i = 0; i < n_out && bad < 0; ++i)
         if (std::memcmp(&v1[i], &v2[i], 4) != 0) bad = static_cast<int64_t>(i);
@@ -195,10 +201,11 @@ class CudaMoeTc : public ::testing::Test {
                          << ": first differing element slot "
                          << bad / N << " col " << bad % N << " (v1 " << v1[bad < 0 ? 0 : bad]
                          << ", v2 " << v2[bad < 0 ? 0 : bad] << ") seed " << seed_;
+      if (variant == 4) v3 = std::move(v2);
     }
-    // Double reference on sampled slots (always the first and the last).
-    double worst = 0;
-    int64_t wslot = -1;
+    // Double reference on sampled slots (always the first and the last), for v1 and v3.
+    double worst = 0, worst3 = 0;
+    int64_t wslot = -1, wslot3 = -1;
     for (int i = 0; i < samples; ++i) {
       const int64_t slot = i == 0 ? 0 : i == 1 ? slots - 1 : static_cast<int64_t>(rng_.next() % slots);
       const int64_t e = ids[slot];
@@ -213,14 +220,20 @@ class CudaMoeTc : public ::testing::Test {
         ref[n] = acc;
         scale = std::max(scale, std::fabs(acc));
       }
+      double err3 = 0;
       for (int64_t n = 0; n < N; ++n) {
         const double d = std::fabs(ref[n] - v1[slot * N + n]);
         if (!(d <= err)) err = d;
+        const double d3 = std::fabs(ref[n] - v3[slot * N + n]);
+        if (!(d3 <= err3)) err3 = d3;
       }
       if (!(err / scale <= worst)) worst = err / scale, wslot = slot;
+      if (!(err3 / scale <= worst3)) worst3 = err3 / scale, wslot3 = slot;
     }
     EXPECT_LE(worst, 2e-6) << what << ": worst row-relative error " << worst << " at slot " << wslot
                            << " seed " << seed_;
+    EXPECT_LE(worst3, 2e-6) << what << ": v3 worst row-relative error " << worst3 << " at slot "
+                            << wslot3 << " seed " << seed_;
     EXPECT_EQ(download<int32_t>(flag, 1)[0], 0) << what;
   }
 
@@ -276,6 +289,79 @@ TEST_F(CudaMoeTc, EdgeShapesMatchV1BitwiseAndDoubleReference) {
               (c.f32 ? " f32" : " ue8m0"),
           ex, randn(S * K, 1.f), S, k, ids, 40);
   }
+}
+
+TEST_F(CudaMoeTc, RowCountEdgesMatchV1BitwiseAndDoubleReference) {
+  // Experts of 0, 1, 17, 64, 65 and 130 rows (v3's m16 fragment skipping: 1 and 17 rows run 1
+  // resp. 2 of a tile's 4 fragments, 65 rows a second tile of 1 row), 3 + 17 more rows spread
+  // over the rest: 297 slots, not a multiple of 64 (nor of 32). N = 200 (one partial 256-wide v3
+  // tile) and 300 (a partial second one, not a multiple of 8); K = 64 (one stage, fewer than the
+  // pipeline depth) and 192.
+  const int64_t E = 9;
+  const int64_t counts[E] = {0, 1, 17, 64, 65, 130, 3, 0, 17};
+  std::vector<int32_t> ids;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < counts[e]; ++i) ids.push_back(static_cast<int32_t>(e));
+  for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng_.next() % i]);  // shuffle
+  const int64_t slots = static_cast<int64_t>(ids.size());
+  struct Case { int64_t N, K, bc, br; bool f32; };
+  for (const Case c : {Case{200, 64, 32, 1, false}, Case{300, 192, 32, 1, false}, Case{300, 192, 64, 2, true}}) {
+    Experts ex = make_experts(rng_, E, c.N, c.K, c.br, c.bc, c.f32);
+    check("row counts N " + std::to_string(c.N) + " K " + std::to_string(c.K) + " bc " +
+              std::to_string(c.bc) + (c.f32 ? " f32" : " ue8m0"),
+          ex, randn(slots * c.K, 1.f), slots, 1, ids, 40);
+  }
+}
+
+// v3 alone: the slots of tokens shared by two batches (same x rows, same routing) get the same
+// bits although the other tokens, the grouping and the rows' positions in their tiles differ.
+TEST_F(CudaMoeTc, V3TokenBitsDoNotDependOnTheBatch) {
+  const int64_t E = 16, k = 6, N = 512, K = 1024, shared = 40;
+  Experts ex = make_experts(rng_, E, N, K, 1, 32, false);
+  auto run = [&](const std::vector<float>& x, const std::vector<int32_t>& ids) {
+    const int64_t slots = static_cast<int64_t>(ids.size()), x_rows = slots / k;
+    EXPECT_TRUE(kernels::moe_tc_supported(2, nullptr, slots, E, K, true, 32, 64));
+    DeviceBuffer dx = upload(x), dids = upload(ids), flag = dev_alloc(4);
+    EXPECT_EQ(cudaMemset(flag.data(), 0, 4), cudaSuccess);
+    DeviceBuffer grp = dev_alloc((slots + 2 * (E + 1)) * 4);
+    auto* perm = static_cast<int32_t*>(grp.data());
+    kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E, 64, perm, perm + slots,
+                       perm + slots + E + 1, static_cast<int32_t*>(flag.data()), stream_);
+    DeviceBuffer terms = dev_alloc(static_cast<size_t>(3 * x_rows * K) * 2);
+    kernels::moe_tc_split_terms(static_cast<const float*>(dx.data()), x_rows, K,
+                                static_cast<uint16_t*>(terms.data()), stream_);
+    DeviceBuffer out = dev_alloc(static_cast<size_t>(slots * N) * 4);
+    EXPECT_EQ(cudaMemsetAsync(out.data(), 0xFF, slots * N * 4, stream_), cudaSuccess);
+    kernels::moe_tc_experts(4, static_cast<const uint16_t*>(terms.data()), x_rows, k, perm,
+                            perm + slots, perm + slots + E + 1, 64, slots, E,
+                            static_cast<const void* const*>(ex.wt.data()),
+                            static_cast<const void* const*>(ex.st.data()), false, N, K, 1, 32,
+                            static_cast<float*>(out.data()), stream_);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(download<int32_t>(flag, 1)[0], 0);
+    return download<float>(out, static_cast<size_t>(slots * N));
+  };
+  // Batch A: 300 tokens; batch B: A's first `shared` tokens then 150 others (their own x and
+  // routing, skewed to experts 0..3 so the shared tokens' rows land elsewhere in the tiles).
+  const int64_t Sa = 300, Sb = shared + 150;
+  std::vector<float> xa = randn(Sa * K, 1.f), xb = randn(Sb * K, 1.f);
+  std::copy(xa.begin(), xa.begin() + shared * K, xb.begin());
+  std::vector<int32_t> ida(Sa * k), idb(Sb * k);
+  for (auto& id : ida) id = static_cast<int32_t>(rng_.next() % E);
+  for (auto& id : idb) id = static_cast<int32_t>(rng_.next() % 4);
+  std::copy(ida.begin(), ida.begin() + shared * k, idb.begin());
+  const std::vector<float> oa = run(xa, ida), ob = run(xb, idb);
+  if (HasFailure()) return;
+  int64_t bad = -1;
+  for (int64_t i = 0; i < shared * k * N && bad < 0; ++i)
+    if (std::memcmp(&oa[i], &ob[i], 4) != 0) bad = i;
+  EXPECT_EQ(bad, -1) << "slot " << bad / N << " col " << bad % N << " differs between batches (seed "
+                     << seed_ << ")";
+  // Not trivially equal: the outputs are finite and not all zero.
+  double mx = 0;
+  for (int64_t i = 0; i < shared * k * N; ++i) mx = std::max(mx, double(std::fabs(oa[i])));
+  EXPECT_TRUE(std::isfinite(mx) && mx > 0) << mx;
 }
 
 // Through CudaBackend::moe_experts: both projections v2-capable (H and I multiples of 64); the

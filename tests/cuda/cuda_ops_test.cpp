@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/attention_tc.h"
+#include "backend/cuda/attention_fd.h"
 #include "backend/cuda/cuda_backend.h"
 #include "device_pair.h"
 
@@ -150,8 +150,8 @@ TEST_F(CudaOps, AttentionSplitAndWholePathsAgreeBitwise) {
   // A property of the SIMT kernel (attention.cu): its split depends on the token alone. The
   // split-key kernel (the default, attention_fd.cu) cuts by the batch outside --batch-invariant;
   // cuda_attention_fd_test checks its own invariance.
-  kernels::set_attention_tc_override(0);
-  struct Restore { ~Restore() { kernels::set_attention_tc_override(-1); } } restore;
+  kernels::set_attention_kernel_override(kernels::kAttentionSimt);
+  struct Restore { ~Restore() { kernels::set_attention_kernel_override(-1); } } restore;
   struct Case { int64_t nH, nKV, D, Dv, T; bool shared; };
   for (const Case c : {Case{64, 1, 512, 512, 900, true}, Case{8, 2, 48, 40, 300, false},
                        Case{16, 1, 64, 64, 5000, true}}) {
@@ -416,7 +416,8 @@ TEST_F(CudaOps, HyperConnections) {
   expect_close("hc_expand", ex, dex, 1e-5);
 }
 
-// ---- hc_pre: one whole mHC site (the fused kernels of hyper_connection.cu for S <= 64) ----
+// ---- hc_pre: one whole mHC site (the fused kernels of hc_site.cu for every S, hc <= 4) ----
+// (tests/cuda/cuda_hc_test.cpp has the session-7 tests: S up to 2048, bits across S / modes.)
 
 // The inputs of one site at a given shape; fn scaled so that mix = rms(X)·fnᵀ is O(1).
 struct HcSite {
@@ -514,7 +515,7 @@ TEST_F(CudaHcPre, OddSizesAndFallbacksMatchCpu) {
   check_site("tiny H", 2, 4, 33, false);
   check_site("head tail", 7, 4, 45, true);
   check_site("hc 6 (composed fallback)", 3, 6, 64, false);
-  check_site("S 65 (composed fallback)", 65, 4, 256, false);
+  check_site("S 65 (tile kernel)", 65, 4, 256, false);
 }
 
 TEST_F(CudaHcPre, FusedRowBitsDoNotDependOnS) {
@@ -591,35 +592,38 @@ TEST_F(CudaHcPre, ExpandPreEqualsExpandThenPre) {
   }
 }
 
-TEST_F(CudaHcPre, BatchInvariantBackendKeepsTheComposedBits) {
+// Session 7: --batch-invariant runs the fused kernels too (a token's bits do not depend on S):
+// the batch-invariant backend's hc_pre is bitwise the default backend's (S 3 and 200; above
+// CudaBackend::kHcSiteMaxRows the default backend runs the composed path).
+TEST_F(CudaHcPre, BatchInvariantBackendUsesTheFusedKernels) {
   CudaBackendOptions o;
   o.batch_invariant = true;
   auto bi = CudaBackend::create(o);
   ASSERT_TRUE(bi.ok()) << bi.status().to_string();
-  const int64_t S = 3, hc = 4, H = 512;
-  const HcSite in = site(S, hc, H, false);
-  backend::HcParams p;
-  auto dx = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
-       dsc = on_device(in.scale);
-  Tensor outs[2][3];
-  for (int composed = 0; composed < 2; ++composed) {
-    auto dpost = on_device(Tensor::empty(DType::kF32, {S, hc}));
-    auto dcomb = on_device(Tensor::empty(DType::kF32, {S, hc, hc}));
-    auto dcol = on_device(Tensor::empty(DType::kF32, {S, H}));
-    const Status st = composed ? (*bi)->backend::Backend::hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev,
-                                                                p, 1e-6f, &dpost.dev, &dcomb.dev,
-                                                                dcol.dev)
-                               : (*bi)->hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, 1e-6f,
-                                               &dpost.dev, &dcomb.dev, dcol.dev);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE((*bi)->synchronize().ok());
-    outs[composed][0] = to_host(dpost);
-    outs[composed][1] = to_host(dcomb);
-    outs[composed][2] = to_host(dcol);
+  const int64_t hc = 4, H = 512;
+  for (int64_t S : {int64_t{3}, CudaBackend::kHcSiteMaxRows - 56}) {
+    const HcSite in = site(S, hc, H, false);
+    backend::HcParams p;
+    auto dx = on_device(in.x), dfn = on_device(in.fn), dbase = on_device(in.base),
+         dsc = on_device(in.scale);
+    Tensor outs[2][3];
+    for (int b = 0; b < 2; ++b) {
+      CudaBackend& be = b == 0 ? **bi : *gpu_;
+      auto dpost = on_device(Tensor::empty(DType::kF32, {S, hc}));
+      auto dcomb = on_device(Tensor::empty(DType::kF32, {S, hc, hc}));
+      auto dcol = on_device(Tensor::empty(DType::kF32, {S, H}));
+      const Status st = be.hc_pre(dx.dev, dfn.dev, dbase.dev, dsc.dev, p, 1e-6f, &dpost.dev,
+                                  &dcomb.dev, dcol.dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(be.synchronize().ok());
+      outs[b][0] = to_host(dpost);
+      outs[b][1] = to_host(dcomb);
+      outs[b][2] = to_host(dcol);
+    }
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(0, std::memcmp(outs[0][i].raw(), outs[1][i].raw(), outs[0][i].nbytes()))
+          << "output " << i << " at S = " << S << " (seed " << seed_ << ")";
   }
-  for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(0, std::memcmp(outs[0][i].raw(), outs[1][i].raw(), outs[0][i].nbytes()))
-        << "output " << i;
 }
 
 TEST_F(CudaHcPre, BadArgumentsAreNamed) {

@@ -25,7 +25,11 @@
 // (64 channels) before a round-to-nearest fp32 add; the dropped lo·lo' is ~2^-22 relative.
 //
 // Memory: K = V rows arrive by cp.async (16-byte copies, 4 per thread per chunk) into two raw
-// fp32 tiles: chunk c + 1 is in flight while chunk c is converted and multiplied. Shared memory
+// fp32 tiles: chunk c + 1 is in flight while chunk c is converted and multiplied. Session 7: a
+// thread converts exactly the 4 pieces it copied (it may read them after its own
+// cp.async.wait_group, before any barrier), so the tile's max is reduced in the same barrier
+// that publishes the chunk, and the next chunk is issued right after that barrier (which also
+// retires the previous chunk's readers): 2 block barriers per chunk instead of 4. Shared memory
 // (bytes): Q hi/lo [64][512] fp16 (2 × 64 Ki), K = V tile hi/lo [16][512] fp16 (2 × 16 Ki),
 // raw tiles 2 × [16][512] fp32 (2 × 32 Ki) = 224 KiB, one block per SM. The 16-byte chunks of
 // the fp16 rows are XOR-swizzled by row (swz) so ldmatrix is conflict-free. The quarter
@@ -81,7 +85,7 @@ constexpr int kKlOff = kKhOff + kNc * kRowB;
 constexpr int kRawOff = kKlOff + kNc * kRowB;
 constexpr int kRawBytes = kNc * kD * 4;
 constexpr int kSmemBytes = kRawOff + 2 * kRawBytes;  // 229376
-static_assert(kSmemBytes + 256 <= 227 * 1024, "attention_fd: shared memory");
+static_assert(kSmemBytes + 256 + 4 * kThreads <= 227 * 1024, "attention_fd: shared memory");
 static_assert(kWarps * 8 * 32 * 4 <= kRawBytes, "attention_fd: the S exchange fits a raw tile");
 
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
@@ -115,9 +119,9 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
                "l"(__cvta_generic_to_global(src)));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Every group but the most recent one complete (this thread's copies).
-__device__ __forceinline__ void cp_async_wait_1() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+// Every group of this thread complete (its copies visible to it; others' after a barrier).
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 // The 4 warps of m-tile mt (w = mt, mt + 4, mt + 8, mt + 12); ids 1-4 (0 is __syncthreads).
 __device__ __forceinline__ void mtile_barrier(int mt) {
@@ -139,10 +143,6 @@ __device__ __forceinline__ int scale_exp(float mx) {
   return t < -60 ? -60 : (t > 60 ? 60 : t);
 }
 __device__ __forceinline__ float pow2(int t) { return __int_as_float((127 + t) << 23); }
-__device__ __forceinline__ float absmax8(float4 a, float4 b) {
-  return fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-               fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
-}
 
 // Block-wide max (16 warps) through red[16]; every thread gets it. red must not be rewritten
 // before the caller's next __syncthreads.
@@ -205,7 +205,7 @@ struct Args {
 
 // Issues (and commits as one group) the copies of rows [kb, kb + n) (n ≤ 16) of the list into the
 // raw tile at raw_s; rows past n and bad ids are zero-filled, their validity goes to valid[r].
-__device__ __forceinline__ void issue_chunk(const Args& p, int64_t kb, int n, uint32_t raw_s,
+__device__ __forceinline__ void issue_chunk(const Args& p, int kb, int n, uint32_t raw_s,
                                             float* raw, int* valid) {
   const int tid = threadIdx.x;
 #pragma unroll
@@ -238,74 +238,98 @@ __device__ __forceinline__ void issue_chunk(const Args& p, int64_t kb, int n, ui
 
 __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ float red[kWarps];
+  __shared__ float red[kWarps];    // per chunk: the warps' K = V tile maxima
+  __shared__ float red_q[kWarps];  // once: the warps' Q maxima (own array: no barrier between)
   __shared__ int valid_s[2][kNc];
+  __shared__ uint32_t off_s[kThreads];  // k_off | v_off << 16 below (written, read by its thread)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int mt = warp & 3, qt = warp >> 2;
   const int64_t groups = p.nH / kH;
   const int64_t s = blockIdx.x / groups, g = blockIdx.x % groups;
 
-  int64_t begin = p.offs[s], end = p.offs[s + 1];
-  if (begin < 0 || end < begin || end > p.nnz) {
+  // List positions are int32 (key_offsets is int32), so the chunk walk runs in 32-bit registers.
+  int begin = p.offs[s], end = p.offs[s + 1];
+  if (begin < 0 || end < begin || static_cast<int64_t>(end) > p.nnz) {
     if (tid == 0 && blockIdx.y == 0) set_error(p.error_flag, kErrKeyOffsets);
     begin = end = 0;
   }
-  const int64_t chunks = (end - begin + kNc - 1) / kNc;
+  const int chunks = static_cast<int>((int64_t{end} - begin + kNc - 1) / kNc);
   int n_units;
-  int64_t per_unit;
-  unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit);
+  int64_t per_unit64;
+  unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit64);
+  const int per_unit = static_cast<int>(per_unit64);  // ≤ chunks
   if (static_cast<int>(blockIdx.y) >= n_units) return;  // uniform over the block
-  auto chunk_rows = [&](int64_t c) {
-    const int64_t kb = begin + c * kNc;
-    return static_cast<int>(end - kb < kNc ? end - kb : kNc);
+  auto chunk_rows = [&](int c) {
+    const int kb = begin + c * kNc;
+    return end - kb < kNc ? end - kb : kNc;
   };
   auto raw_at = [&](int b) { return reinterpret_cast<float*>(smem + kRawOff + b * kRawBytes); };
   const uint32_t raw_s0 = base + kRawOff;
 
   // The first chunk of the block's first unit is in flight while Q is prepared.
   {
-    const int64_t c0 = static_cast<int64_t>(blockIdx.y) * per_unit;
+    const int c0 = static_cast<int>(blockIdx.y) * per_unit;
     if (c0 < chunks) issue_chunk(p, begin + c0 * kNc, chunk_rows(c0), raw_s0, raw_at(0), valid_s[0]);
   }
-  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16.
+  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16. One pass:
+  // the thread's 8 pieces of 8 floats (piece i = floats 8i … 8i + 7 = row i / 64, 16-byte fp16
+  // chunk i % 64) are all loaded before the first use, then kept in registers for the split.
   const float* qp = p.q + (s * p.nH + g * kH) * kD;
   int tq;
   {
-    float qmax = 0.f;
-    for (int i = tid; i < kH * kD / 4; i += kThreads) {
-      const float4 v = p.q_aligned ? reinterpret_cast<const float4*>(qp)[i]
-                                   : make_float4(qp[4 * i], qp[4 * i + 1], qp[4 * i + 2],
-                                                 qp[4 * i + 3]);
-      qmax = fmaxf(qmax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    tq = scale_exp(block_max16(qmax, red));
-    const float qf = pow2(tq);
-    for (int piece = tid; piece < kH * (kD / 8); piece += kThreads) {
-      const int r = piece >> 6, c = piece & 63;
-      float x[8];
+    constexpr int kQPieces = kH * (kD / 8) / kThreads;  // 8
+    float x[kQPieces][8];
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k) {
+      const int piece = tid + kThreads * k;
       if (p.q_aligned) {
-        const float4 a = reinterpret_cast<const float4*>(qp + r * kD + c * 8)[0];
-        const float4 b = reinterpret_cast<const float4*>(qp + r * kD + c * 8)[1];
-        x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z,
-        x[7] = b.w;
+        const float4 a = reinterpret_cast<const float4*>(qp)[2 * piece];
+        const float4 b = reinterpret_cast<const float4*>(qp)[2 * piece + 1];
+        x[k][0] = a.x, x[k][1] = a.y, x[k][2] = a.z, x[k][3] = a.w;
+        x[k][4] = b.x, x[k][5] = b.y, x[k][6] = b.z, x[k][7] = b.w;
       } else {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = qp[r * kD + c * 8 + e];
+        for (int e = 0; e < 8; ++e) x[k][e] = qp[piece * 8 + e];
       }
+    }
+    float qmax = 0.f;
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(x[k][e]));
+    tq = scale_exp(block_max16(qmax, red_q));
+    const float qf = pow2(tq);
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k) {
+      const int piece = tid + kThreads * k;
+      const int r = piece >> 6, c = piece & 63;
       uint4 hi, lo;
-      split2(__fmul_rn(x[0], qf), __fmul_rn(x[1], qf), hi.x, lo.x);
-      split2(__fmul_rn(x[2], qf), __fmul_rn(x[3], qf), hi.y, lo.y);
-      split2(__fmul_rn(x[4], qf), __fmul_rn(x[5], qf), hi.z, lo.z);
-      split2(__fmul_rn(x[6], qf), __fmul_rn(x[7], qf), hi.w, lo.w);
+      split2(__fmul_rn(x[k][0], qf), __fmul_rn(x[k][1], qf), hi.x, lo.x);
+      split2(__fmul_rn(x[k][2], qf), __fmul_rn(x[k][3], qf), hi.y, lo.y);
+      split2(__fmul_rn(x[k][4], qf), __fmul_rn(x[k][5], qf), hi.z, lo.z);
+      split2(__fmul_rn(x[k][6], qf), __fmul_rn(x[k][7], qf), hi.w, lo.w);
       *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
       *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
     }
-  }
+  }  // Q hi/lo is published by the first chunk's barriers (B, D) before S reads it.
 
+  // This thread's pieces of every chunk (issue_chunk): float4 column c4 of rows r0 + 4i, i < 4.
+  const int c4 = tid & 127, r0 = tid >> 7;
+  // The lane's ldmatrix row offsets at the warp's first 16-byte chunk (qt·16). swz XORs the chunk
+  // index with row & 7 (bits 4-6 of the offset; row·1024 and qt·256 leave bits 4-7 clear), so the
+  // offset of chunk qt·16 + d is this offset ^ (d << 4) for any d < 16: a k-step (2 chunks)
+  // is ^ (step << 5), a P·V n-tile ^ (nt << 4): one LOP per address, nothing to spill.
+  const uint32_t q_off = swz(mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qt * 16 + (lane >> 4));
+  // k_off and v_off (both < 2^14) are re-read from shared memory each chunk: computed from
+  // registers, their 8 + 16 per-step addresses were hoisted out of the chunk loop and kept live
+  // (or spilled) through P·V (128 registers at most at 512 threads); a load in the loop cannot be
+  // hoisted, and each address is then one LOP (+ add).
+  off_s[tid] = swz((lane & 7) + ((lane >> 4) << 3), qt * 16 + ((lane >> 3) & 1)) |
+               (swz((lane & 7) + ((lane >> 3) & 1) * 8, qt * 16) << 16);
   for (int u = blockIdx.y; u < n_units; u += gridDim.y) {
-    const int64_t c0 = static_cast<int64_t>(u) * per_unit;
-    const int64_t c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
+    const int c0 = u * per_unit;
+    const int c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
     if (u != static_cast<int>(blockIdx.y)) {  // a later unit (max_keys understated): restart
       __syncthreads();                         // the last unit's readers of the raw tiles are done
       if (c0 < c1) issue_chunk(p, begin + c0 * kNc, chunk_rows(c0), raw_s0, raw_at(0), valid_s[0]);
@@ -319,58 +343,64 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
     int e_acc = 0;  // acc = a · 2^(14 + e_acc)
 
-    for (int64_t c = c0; c < c1; ++c) {
-      const int b = static_cast<int>((c - c0) & 1);
-      __syncthreads();  // A: the previous chunk's readers (K tile, raw tile b ^ 1 as xs) are done
+    for (int c = c0; c < c1; ++c) {
+      const int b = (c - c0) & 1;
+      // Chunk c is the only group in flight: once it has landed this thread may read the
+      // pieces it copied (or zero-filled) itself; the tile's max starts from them.
+      cp_async_wait_all();
+      const float4* raw4 = reinterpret_cast<const float4*>(raw_at(b));
+      float kmax = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 x = raw4[(r0 + 4 * i) * (kD / 4) + c4];
+        kmax = fmaxf(kmax, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) kmax = fmaxf(kmax, __shfl_xor_sync(kFull, kmax, o));
+      if (lane == 0) red[warp] = kmax;
+      // B: chunk c's validity flags and every warp's max are in; the previous chunk's readers
+      // (K hi/lo by S and P·V, raw tile b ^ 1 as the S exchange, valid_s[b ^ 1]) are done, so
+      // chunk c + 1 may now overwrite raw tile b ^ 1 and its flags.
+      __syncthreads();
       if (c + 1 < c1)
         issue_chunk(p, begin + (c + 1) * kNc, chunk_rows(c + 1), raw_s0 + (b ^ 1) * kRawBytes,
                     raw_at(b ^ 1), valid_s[b ^ 1]);
-      else
-        cp_async_commit();  // an empty group: "all but the newest" is then chunk c's
-      cp_async_wait_1();
-      __syncthreads();  // B: chunk c's rows and validity flags are in
-      float* raw = raw_at(b);
-      // The tile's scale: 2 pieces of 8 floats per thread.
-      float kmax = 0.f;
+      float tmax = red[0];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float4* src = reinterpret_cast<const float4*>(raw) + 2 * (tid + kThreads * i);
-        kmax = fmaxf(kmax, absmax8(src[0], src[1]));
-      }
-      const int tk = scale_exp(block_max16(kmax, red));
+      for (int w = 1; w < kWarps; ++w) tmax = fmaxf(tmax, red[w]);
+      const int tk = scale_exp(tmax);
       const float kf = pow2(tk);
+      // Convert the thread's own 4 pieces (4 floats → 8 bytes of hi and of lo each).
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int piece = tid + kThreads * i;  // 1024 pieces: row piece >> 6, chunk piece & 63
-        const int r = piece >> 6, cc = piece & 63;
-        const float4* src = reinterpret_cast<const float4*>(raw) + 2 * piece;
-        const float4 x = src[0], y = src[1];
-        uint4 hi, lo;
+      for (int i = 0; i < 4; ++i) {
+        const int r = r0 + 4 * i;
+        const float4 x = raw4[r * (kD / 4) + c4];
+        uint2 hi, lo;
         split2(__fmul_rn(x.x, kf), __fmul_rn(x.y, kf), hi.x, lo.x);
         split2(__fmul_rn(x.z, kf), __fmul_rn(x.w, kf), hi.y, lo.y);
-        split2(__fmul_rn(y.x, kf), __fmul_rn(y.y, kf), hi.z, lo.z);
-        split2(__fmul_rn(y.z, kf), __fmul_rn(y.w, kf), hi.w, lo.w);
-        *reinterpret_cast<uint4*>(smem + kKhOff + swz(r, cc)) = hi;
-        *reinterpret_cast<uint4*>(smem + kKlOff + swz(r, cc)) = lo;
+        const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
+        *reinterpret_cast<uint2*>(smem + kKhOff + at) = hi;
+        *reinterpret_cast<uint2*>(smem + kKlOff + at) = lo;
       }
-      __syncthreads();  // D: the converted tile is complete; raw tile b is free (the exchange)
+      // D: the converted tile is complete; red is free again; raw tile b is free (the exchange).
+      __syncthreads();
+      float* raw = raw_at(b);
 
       // ---- S = Q·Kᵀ: m-tile mt × 16 keys over channels [128·qt, 128·qt + 128) ----
       float sv[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      const int qrow = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      const int krow = (lane & 7) + ((lane >> 4) << 3);
+      const uint32_t k_off = off_s[tid] & 0xffffu;
 #pragma unroll
       for (int grp = 0; grp < 2; ++grp) {
         // hi·lo' + lo·hi' + hi·hi' per n-tile, 4 k-steps (64 channels) per chain.
         float tx[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
-          const int kc = qt * 16 + (grp * 4 + ks) * 2;  // 16-byte chunk of the step's k0
+          const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;  // 2 chunks a step
           uint32_t qh[4], ql[4], kh[4], kl[4];
-          const uint32_t qa = swz(qrow, kc + (lane >> 4));
+          const uint32_t qa = q_off ^ step;
           ldsm_x4(qh, base + kQhOff + qa);
           ldsm_x4(ql, base + kQlOff + qa);
-          const uint32_t ka = swz(krow, kc + ((lane >> 3) & 1));
+          const uint32_t ka = k_off ^ step;  // k_off < 2^14: the XOR stays in the low half
           ldsm_x4(kh, base + kKhOff + ka);
           ldsm_x4(kl, base + kKlOff + ka);
           mma(tx[0], qh, kl[0], kl[1]);
@@ -441,12 +471,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
       split2(__fmul_rn(pv[1][2], kP), __fmul_rn(pv[1][3], kP), ph[3], pl[3]);
 
       // ---- O = O·f + P·V over the warp's 128 channels ----
-      const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
       const uint32_t vbuf = base + ((lane >> 4) ? kKlOff : kKhOff);
+      const uint32_t vo = off_s[tid] >> 16;
 #pragma unroll
       for (int nt = 0; nt < 16; ++nt) {
         uint32_t v[4];  // hi b0, hi b1, lo b0, lo b1
-        ldsm_x4_t(v, vbuf + swz(vrow, qt * 16 + nt));
+        ldsm_x4_t(v, vbuf + (vo ^ (static_cast<uint32_t>(nt) << 4)));
         float t[4] = {0.f, 0.f, 0.f, 0.f};
         mma(t, ph, v[2], v[3]);
         mma(t, pl, v[0], v[1]);
@@ -523,13 +553,16 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
   float L = 0.f;
   float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
   int u = 0;
-  for (; u + 4 <= n_units; u += 4) {  // four loads in flight, summed in unit order
-    float4 v[4];
+  // Session 7: 16 loads in flight (was 4; a batch-1 CSA token has 40 units), summed in unit
+  // order exactly as before.
+  constexpr int kInFlight = 16;
+  for (; u + kInFlight <= n_units; u += kInFlight) {
+    float4 v[kInFlight];
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
+    for (int k = 0; k < kInFlight; ++k)
       v[k] = reinterpret_cast<const float4*>(part0 + (u + k) * stride + 4)[tid];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kInFlight; ++k) {
       const float w = w_s[u + k];
       L = fmaf(l_s[u + k], w, L);
       a.x = fmaf(v[k].x, w, a.x);
@@ -538,14 +571,21 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
       a.w = fmaf(v[k].w, w, a.w);
     }
   }
-  for (; u < n_units; ++u) {
-    const float4 v = reinterpret_cast<const float4*>(part0 + u * stride + 4)[tid];
-    const float w = w_s[u];
-    L = fmaf(l_s[u], w, L);
-    a.x = fmaf(v.x, w, a.x);
-    a.y = fmaf(v.y, w, a.y);
-    a.z = fmaf(v.z, w, a.z);
-    a.w = fmaf(v.w, w, a.w);
+  if (u < n_units) {  // the rest (< 16 units): all loads issued first, then summed in order
+    float4 v[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k)
+      if (u + k < n_units) v[k] = reinterpret_cast<const float4*>(part0 + (u + k) * stride + 4)[tid];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) {
+      if (u + k >= n_units) break;
+      const float w = w_s[u + k];
+      L = fmaf(l_s[u + k], w, L);
+      a.x = fmaf(v[k].x, w, a.x);
+      a.y = fmaf(v[k].y, w, a.y);
+      a.z = fmaf(v[k].z, w, a.z);
+      a.w = fmaf(v[k].w, w, a.w);
+    }
   }
   float cs, total;
   const bool ok = finish_scale(M, L, p.sinks ? p.sinks + h : nullptr, end > begin, cs, total);

@@ -18,23 +18,24 @@ constexpr int kFdChunkKeys = 16;      // keys per chunk
 constexpr int kFdPartRow = 4 + 512;   // scratch floats per (token, unit, head): m, l, 2 pad, a[512]
 constexpr int kFdMaxGridUnits = 64;   // units per token at most
 
-// The kernels CudaBackend::attention can run for V4's layout.
+// The kernels CudaBackend::attention can run for V4's layout. The values are kept from session 6:
+// 1 was the session-5 tensor-core kernel attention_tc.cu, removed in session 7 (attention_fd beat
+// it at every measured shape); set_attention_kernel_override(1) now clears the override.
 enum AttentionKernel : int {
   kAttentionSimt = 0,  // attention.cu (fp32 CUDA cores; every layout)
-  kAttentionTc = 1,    // attention_tc.cu (session 5, tensor cores, ≤ 8 units per token)
   kAttentionFd = 2,    // attention_fd.cu (this file's kernel)
-  kAttentionAuto = 3,  // per shape: fd where it applies, else simt (see attention_fd_choose)
+  kAttentionAuto = 3,  // per shape: fd where it applies (attention_fd_supports), else simt
 };
 
 // The kernel asked for: set_attention_kernel_override (≥ 0) first, then
-// set_attention_tc_override (1 → tc, 0 → simt; bench_ops and the older tests use it), then
-// DEEPINFER_CUDA_ATTENTION=simt|tc|fd|auto (src/common/env.h).
+// DEEPINFER_CUDA_ATTENTION=simt|fd|auto (src/common/env.h; "tc" is read as auto with a warning).
 int attention_kernel_requested();
-// Tests and bench_ops: force one AttentionKernel in-process; −1 returns to the choice above.
+// Tests and bench_ops: force kAttentionSimt, kAttentionFd or kAttentionAuto in-process; any other
+// value (−1 included) returns to the environment's choice.
 void set_attention_kernel_override(int mode);
 
 // True when attention_fd handles the layout: nH a multiple of 64, one KV head, K and V the same
-// tensor, D = Dv = 512 (the same layouts as attention_tc).
+// tensor, D = Dv = 512.
 bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool kv_same);
 
 // How one call is cut. A token with `chunks` = ⌈keys / 16⌉ chunks runs
@@ -62,5 +63,6 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t s);
+
 
 }  // namespace deepinfer::cuda::kernels

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "backend/cuda/attention_fd.h"
-#include "backend/cuda/attention_tc.h"
 #include "common/env.h"
 
 namespace deepinfer::cuda::kernels {
@@ -25,17 +24,15 @@ constexpr int64_t kCombineCost = 2;
 int attention_kernel_requested() {
   const int o = g_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
-  const int t = attention_tc_override_value();
-  if (t >= 0) return t == 1 ? kAttentionTc : kAttentionSimt;
   const std::string& e = env().cuda_attention;
-  if (e == "tc") return kAttentionTc;
+  if (e == "simt") return kAttentionSimt;
   if (e == "fd") return kAttentionFd;
-  if (e == "auto") return kAttentionAuto;
-  return kAttentionSimt;
+  return kAttentionAuto;  // "auto" (the default; env.cpp maps the removed "tc" to it)
 }
 
 void set_attention_kernel_override(int mode) {
-  g_override.store(mode < 0 || mode > kAttentionAuto ? -1 : mode);
+  const bool known = mode == kAttentionSimt || mode == kAttentionFd || mode == kAttentionAuto;
+  g_override.store(known ? mode : -1);
 }
 
 bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool kv_same) {

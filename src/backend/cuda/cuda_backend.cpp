@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "backend/cuda/attention_fd.h"
-#include "backend/cuda/attention_tc.h"
 #include "backend/cuda/dequant.h"
 #include "backend/cuda/experts_mma.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/moe_tc.h"
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
@@ -340,16 +340,19 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       // when it fuses projections (linear_multi) and runs alone only with DEEPINFER_GEMV_DENSE=
       // single|deep.
       static const std::string dense = env().gemv_dense;
+      // Session 7: programmatic dependent launch (pdl.cuh; DEEPINFER_GEMV_PDL, default on) — the
+      // weight stream starts while the previous kernel drains; same bits.
+      static const bool pdl = env().gemv_pdl;
       if (groups == 1 && (dense == "single" || dense == "deep")) {
         const kernels::GemvProjection pr{w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
                                          out.data<float>(), GN};
         if (kernels::gemv_multi(fmt, x.data<float>(), &pr, 1, scale_f32, M, K, w.block_rows,
-                                w.block_cols, dense == "deep", stream()))
+                                w.block_cols, dense == "deep", stream(), pdl))
           return launched(op);
       }
       kernels::gemv_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
                            scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
-                           out.data<float>(), stream());
+                           out.data<float>(), stream(), pdl);
       return launched(op);
     }
   }
@@ -400,12 +403,19 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     if (k_split < K) {
       DI_ASSIGN_OR_RETURN(ws, empty(DType::kF32, {(K + k_split - 1) / k_split, slab, GN}));
     }
+    // --batch-invariant at decode M with DEEPINFER_BI_LINEAR=gemv_tc: the weight-streaming
+    // kernel with linear_tc's bits (linear_tc_gemv.cuh: the same MMAs, the same k_split and split
+    // reduction); off by default — slower than linear_tc's tiles on the H200 (session 7).
+    static const bool bi_gemv_tc = env().bi_linear == "gemv_tc";
+    const bool gemv_tc = st_->batch_invariant && bi_gemv_tc &&
+                         kernels::linear_tc_gemv_supported(fmt, w.w.raw(), x.data<float>(), M, K,
+                                                           fmt != 0, w.block_cols);
     for (int64_t r0 = 0; r0 < M; r0 += slab) {
       const int64_t rows = std::min(slab, M - r0);
-      kernels::linear_tc(fmt, x.data<float>() + r0 * groups * K, w.w.raw(),
-                         fmt == 0 ? nullptr : w.scale.raw(), scale_f32, rows, GN / groups, K,
-                         groups, w.block_rows, w.block_cols, k_split, out.data<float>() + r0 * GN,
-                         ws.defined() ? ws.data<float>() : nullptr, stream());
+      (gemv_tc ? kernels::linear_tc_gemv : kernels::linear_tc)(
+          fmt, x.data<float>() + r0 * groups * K, w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+          scale_f32, rows, GN / groups, K, groups, w.block_rows, w.block_cols, k_split,
+          out.data<float>() + r0 * GN, ws.defined() ? ws.data<float>() : nullptr, stream());
     }
     return launched(op);
   }
@@ -429,6 +439,7 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
 Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weight* const> ws,
                                  std::span<Tensor* const> outs) {
   static const std::string dense = env().gemv_dense;
+  static const bool pdl = env().gemv_pdl;  // programmatic dependent launch (pdl.cuh); same bits
   if (ws.size() != outs.size() || st_->batch_invariant || (dense != "multi" && dense != "deep"))
     return Backend::linear_multi(x, ws, outs);
   std::vector<char> done(ws.size(), 0);
@@ -482,7 +493,7 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
       const int fmt = cls[i] & 3;
       if (kernels::gemv_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
                               (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
-                              dense == "deep", stream())) {
+                              dense == "deep", stream(), pdl)) {
         DI_RETURN_IF_ERROR(launched("linear_multi"));
         for (size_t j : members) done[j] = 1;
       }
@@ -604,7 +615,26 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       kBiExpertsOnGemv && E_all <= 1024 &&
       kernels::gemv_supported(t->gate_up.fmt, H, t->gate_up.s.size() > 0, t->gate_up.bc) &&
       kernels::gemv_supported(t->down.fmt, t->down.K, t->down.s.size() > 0, t->down.bc);
-  const bool few_slots = st_->batch_invariant ? bi_gemv : slots <= 128;
+  // Session 7: --batch-invariant with DEEPINFER_BI_EXPERTS=mma (the default) runs the tensor-core
+  // decode kernel (experts_mma.h) for EVERY slot count where the layout allows it (FP4 with 1×32
+  // ue8m0 scales): its bits depend only on a slot's own x row and expert (experts_mma_v2.cuh),
+  // and it reads each expert once per 8 of its tokens. Chosen on the layout alone (slots = 1),
+  // never on the slot count, so one arithmetic serves every batch.
+  static const bool bi_mma_wanted = env().bi_experts == "mma";
+  const ProjectionTable& tg = t->gate_up;
+  const ProjectionTable& td = t->down;
+  const bool bi_mma =
+      st_->batch_invariant && bi_mma_wanted && E_all <= 1024 &&
+      kernels::experts_mma_supported(tg.fmt, 1, E_all, tg.s.size() > 0, tg.scale_f32, tg.gemv_vec, tg.N,
+                                     tg.K, tg.br, tg.bc) &&
+      kernels::experts_mma_supported(td.fmt, 1, E_all, td.s.size() > 0, td.scale_f32, td.gemv_vec, td.N,
+                                     td.K, td.br, td.bc);
+  if (bi_mma && (!kernels::experts_mma_supported(tg.fmt, slots, E_all, true, false, true, tg.N, tg.K, 1, 32) ||
+                 !kernels::experts_mma_supported(td.fmt, slots, E_all, true, false, true, td.N, td.K, 1, 32)))
+    return InvalidArgument("moe_experts: " + std::to_string(slots) +
+                           " slots exceed the 32-bit indexing of the batch-invariant tensor-core "
+                           "experts (split the batch)");
+  const bool few_slots = st_->batch_invariant ? (bi_mma || bi_gemv) : slots <= 128;
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
@@ -723,37 +753,53 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   const bool gemv_experts =
       E_all <= 1024 && kernels::gemv_supported(g.fmt, H, g.s.size() > 0, g.bc) &&
       kernels::gemv_supported(d.fmt, I, d.s.size() > 0, d.bc);
-  if (few_slots && gemv_experts) {
+  if (few_slots && (gemv_experts || bi_mma)) {
     const int64_t E = E_all;
+    // Session 6 (issue 7): the tensor-core kernel (experts_mma.h: FP4 with 1×32 ue8m0 scales)
+    // where it applies, unless DEEPINFER_EXPERTS_MMA=0 (the GEMV below); under --batch-invariant
+    // exactly when bi_mma (DEEPINFER_BI_EXPERTS, chosen above on the layout alone), else the
+    // GEMV. Its bits do not depend on the grouping by construction (each output's operations are
+    // fixed; this rests on the tensor core summing a column independently of the others, which
+    // the bitwise tests of cuda_experts_mma_test check on the device).
+    static const bool mma = env().experts_mma;
+    auto use_mma = [&](const ProjectionTable& t, int64_t N, int64_t K) {
+      return (st_->batch_invariant ? bi_mma : mma) &&
+             kernels::experts_mma_supported(t.fmt, slots, E, t.s.size() > 0, t.scale_f32, t.gemv_vec, N,
+                                            K, t.br, t.bc);
+    };
+    const bool mma_g = use_mma(g, 2 * I, H), mma_d = use_mma(d, H, I);
+    // Session 7: both projections on experts_mma → moe_group's tiles of 8 rows (one work unit
+    // per pass of 8 tokens: a crowded expert is spread over many warps; same bits); else one
+    // "tile" per active expert (tile_rows ≥ slots), as the GEMV and session 6's variant need.
+    // The kernel variant (experts_mma.h; all give the same bits, so the choice may follow the
+    // slot count even under --batch-invariant): at most 8 slots (batch 1) the session-7 variant
+    // built for 12 warps per SM (H200 bench_ops, batch 1: gate_up 42.8 vs 45.8 µs, down 25.3 vs
+    // 29.8), else session 6's (faster from batch 16 on).
+    const int mma_variant = slots <= 8 ? kernels::kExpertsMmaV2Regs : kernels::kExpertsMmaDefault;
+    const bool tiles8 = mma_g && mma_d && mma_variant != kernels::kExpertsMmaV1;
+    const int64_t tile_rows = tiles8 ? int64_t{kernels::kExpertsMmaTileRows} : std::max<int64_t>(slots, 1);
     DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
     int32_t* perm = grp.data<int32_t>();
     int32_t* row_off = perm + slots;
-    int32_t* act_off = row_off + E + 1;  // tile_rows ≥ slots: one "tile" per active expert
-    kernels::moe_group(ids.data<int32_t>(), slots, E, static_cast<int>(std::max<int64_t>(slots, 1)),
-                       perm, row_off, act_off, flag_of(st_->error_flag), stream());
+    int32_t* act_off = row_off + E + 1;  // [E+1] tiles before e (tile_rows ≥ slots: active experts)
+    kernels::moe_group(ids.data<int32_t>(), slots, E, static_cast<int>(tile_rows), perm, row_off, act_off,
+                       flag_of(st_->error_flag), stream());
     DI_RETURN_IF_ERROR(launched("moe_experts"));
     // One projection: session 5's kernel (gemv_experts.cuh: FP4 with scales, the routed experts
     // of V4) where it applies, else session 4's; both give the same bits.
     // DEEPINFER_GEMV_EXPERTS=1 keeps session 4's everywhere (to compare speed).
     static const bool v2 = env().gemv_experts_version != 1;
-    // Session 6 (issue 7): the tensor-core kernel (experts_mma.h: FP4 with 1×32 ue8m0 scales)
-    // where it applies, unless --batch-invariant (its bits do not depend on the grouping by
-    // construction, but that rests on the tensor core summing a column independently of the
-    // others, which NVIDIA does not document) or DEEPINFER_EXPERTS_MMA=0 (the GEMV above).
-    static const bool mma = env().experts_mma;
-    auto project = [&](const ProjectionTable& t, const float* in, int64_t x_div, int64_t N,
+    auto project = [&](const ProjectionTable& t, bool on_mma, const float* in, int64_t x_div, int64_t N,
                        int64_t K, float* o) -> Status {
       const auto* w = static_cast<const void* const*>(t.w.data());
       const auto* sc = static_cast<const void* const*>(t.s.data());
-      if (mma && !st_->batch_invariant &&
-          kernels::experts_mma_supported(t.fmt, slots, E, t.s.size() > 0, t.scale_f32, t.gemv_vec,
-                                         N, K, t.br, t.bc)) {
+      if (on_mma) {
         const int64_t x_rows = (slots + x_div - 1) / x_div;  // [x_rows, K] input rows
         const int64_t ws_floats =
             static_cast<int64_t>((kernels::experts_mma_workspace_bytes(x_rows, K) + 3) / 4);
         DI_ASSIGN_OR_RETURN(Tensor ws, empty(DType::kF32, {ws_floats}));
         kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
-                             ws.data<float>(), o, stream());
+                             ws.data<float>(), o, stream(), mma_variant, tile_rows);
       } else if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
                                                    N, K, t.bc)) {
         kernels::gemv_experts_v2(in, x_div, perm, row_off, act_off, slots, E, w, sc, t.scale_f32,
@@ -766,11 +812,11 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     };
     // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
     DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
-    DI_RETURN_IF_ERROR(project(g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
+    DI_RETURN_IF_ERROR(project(g, mma_g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    DI_RETURN_IF_ERROR(project(d, act.data<float>(), 1, H, I, slot_out.data<float>()));
+    DI_RETURN_IF_ERROR(project(d, mma_d, act.data<float>(), 1, H, I, slot_out.data<float>()));
     return combine_slots(slot_out, weights, k, out);
   }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
@@ -837,7 +883,7 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
   // V4's layout (64·n heads over one shared K = V head of 512): DEEPINFER_CUDA_ATTENTION picks
   // the kernel (attention_fd.h): fd / auto → the split-key tensor-core kernel (attention_fd.cu;
   // its plan cuts each token's keys by (batch, longest list) — under --batch-invariant by the
-  // token's own key count only), tc → attention_tc.cu, simt (default) → attention.cu.
+  // token's own key count only), simt → attention.cu (also every other layout).
   const int requested = kernels::attention_kernel_requested();
   if ((requested == kernels::kAttentionFd || requested == kernels::kAttentionAuto) &&
       kernels::attention_fd_supports(d.nH, d.nKV, d.D, d.Dv, k.raw() == v.raw())) {
@@ -851,21 +897,6 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           key_ids.data<int32_t>(), d.nnz, sinks ? sinks->data<float>() : nullptr,
                           d.S, d.nH, d.T, scale, out.data<float>(),
                           plan.parts_floats > 0 ? fd_parts.data<float>() : nullptr, plan,
-                          flag_of(st_->error_flag), stream());
-    return launched("attention");
-  }
-  if (requested == kernels::kAttentionTc &&
-      kernels::attention_tc_supports(d.nH, d.nKV, d.D, d.Dv, k.raw() == v.raw())) {
-    const int64_t slice = kernels::attention_tc_slice_tokens(d.S, d.nH, max_keys);
-    Tensor tc_parts;
-    if (slice > 0) {
-      DI_ASSIGN_OR_RETURN(tc_parts, empty(DType::kF32, {kernels::attention_tc_parts_floats(
-                                                           slice, d.nH, max_keys)}));
-    }
-    kernels::attention_tc(q.data<float>(), k.data<float>(), key_offsets.data<int32_t>(),
-                          key_ids.data<int32_t>(), d.nnz, sinks ? sinks->data<float>() : nullptr,
-                          d.S, d.nH, d.T, scale, out.data<float>(),
-                          slice > 0 ? tc_parts.data<float>() : nullptr, slice, max_keys,
                           flag_of(st_->error_flag), stream());
     return launched("attention");
   }
@@ -1004,14 +1035,37 @@ Status CudaBackend::hc_expand(const Tensor& x, const Tensor& y, const Tensor& po
 }
 
 namespace {
-// Whether an mHC site runs on the fused kernels (hyper_connection.cu hc_pre). Under
-// --batch-invariant the composed path serves every S: the fused kernels' row bits do not depend
-// on S, but S > kHcPreMaxRows would switch paths (and bits) with the batch size.
+// How an mHC site runs. DEEPINFER_CUDA_HC (read once): fused (default) = hc_site.cu's two kernels
+// for every S, with PDL; fused_nopdl = the same kernels launched plainly (same bits); fused_s6 =
+// session 6's kernels (hyper_connection.cu hc_pre_s6) for S <= kHcPreMaxRows; composed = the base
+// implementation (rms_norm → matmul → hc_coeffs → hc_collapse). hc_site gives a token the same
+// bits at every S, so --batch-invariant uses it too; the session-6 kernels would switch paths
+// (and bits) with the batch size at kHcPreMaxRows, so under --batch-invariant fused_s6 means
+// composed for every S. hc > 4 streams: composed.
+enum class HcPath { kComposed, kSite, kSiteNoPdl, kS6 };
+
+HcPath hc_path(bool batch_invariant, const Tensor& x, const Tensor& scale,
+               const backend::HcParams& p) {
+  static const std::string mode = env().cuda_hc;
+  const bool head = scale.numel() == 1;
+  if (mode == "composed" || x.rank() != 3) return HcPath::kComposed;
+  if (mode == "fused_s6")
+    return !batch_invariant && x.dim(0) <= CudaBackend::kHcPreMaxRows &&
+                   kernels::hc_pre_s6_supported(p.hc, head)
+               ? HcPath::kS6
+               : HcPath::kComposed;
+  if (!kernels::hc_site_supported(p.hc, head)) return HcPath::kComposed;
+  // Without --batch-invariant, sites of more tokens than this take the composed path: faster
+  // there on the H200 (session 7 bench_ops, S = 2048: hc_expand_pre 513 µs composed vs 858 fused,
+  // hc_pre site 243 vs 264; at S = 16 fused wins 16.4 vs 34.1). --batch-invariant keeps one path
+  // (the fused one) for every S.
+  if (!batch_invariant && x.dim(0) > CudaBackend::kHcSiteMaxRows) return HcPath::kComposed;
+  return mode == "fused_nopdl" ? HcPath::kSiteNoPdl : HcPath::kSite;
+}
+
 bool hc_fused(bool batch_invariant, const Tensor& x, const Tensor& scale,
               const backend::HcParams& p) {
-  static const bool on = env().cuda_hc != "composed";
-  return on && !batch_invariant && x.rank() == 3 && x.dim(0) <= CudaBackend::kHcPreMaxRows &&
-         kernels::hc_pre_supported(p.hc, scale.numel() == 1);
+  return hc_path(batch_invariant, x, scale, p) != HcPath::kComposed;
 }
 
 // hc_pre's arguments (backend.h); S, hc, H of the streams.
@@ -1049,12 +1103,24 @@ Status CudaBackend::hc_pre_fused(const Tensor& x, const Tensor& fn, const Tensor
   if (d.S == 0 || d.H == 0) return OkStatus();
   const bool head = scale.numel() == 1;
   const int64_t N = head ? d.hc : (2 + d.hc) * d.hc;
-  DI_ASSIGN_OR_RETURN(Tensor part,
-                      empty(DType::kF32, {kernels::hc_pre_chunks(d.hc * d.H), d.S, N + 1}));
-  kernels::hc_pre(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), d.S,
-                  d.hc, d.H, p.sinkhorn_iters, p.hc_eps, norm_eps, head, part.data<float>(),
-                  head ? nullptr : post->data<float>(), head ? nullptr : comb->data<float>(),
-                  collapsed.data<float>(), stream(), expand);
+  float* pp = head ? nullptr : post->data<float>();
+  float* pc = head ? nullptr : comb->data<float>();
+  const HcPath path = hc_path(st_->batch_invariant, x, scale, p);
+  if (path == HcPath::kS6) {
+    DI_ASSIGN_OR_RETURN(Tensor part,
+                        empty(DType::kF32, {kernels::hc_pre_s6_chunks(d.hc * d.H), d.S, N + 1}));
+    kernels::hc_pre_s6(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(),
+                       d.S, d.hc, d.H, p.sinkhorn_iters, p.hc_eps, norm_eps, head,
+                       part.data<float>(), pp, pc, collapsed.data<float>(), stream(), expand);
+    return launched(expand ? "hc_expand_pre (s6)" : "hc_pre (s6)");
+  }
+  const auto mode = kernels::HcSiteMode::kAuto;
+  DI_ASSIGN_OR_RETURN(
+      Tensor part,
+      empty(DType::kF32, {kernels::hc_site_scratch_floats(d.S, d.hc, d.H, head, mode)}));
+  kernels::hc_site(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), d.S,
+                   d.hc, d.H, p.sinkhorn_iters, p.hc_eps, norm_eps, head, part.data<float>(), pp,
+                   pc, collapsed.data<float>(), stream(), expand, path == HcPath::kSite, mode);
   return launched(expand ? "hc_expand_pre" : "hc_pre");
 }
 

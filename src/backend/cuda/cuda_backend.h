@@ -114,10 +114,14 @@ class CudaBackend : public backend::Backend {
                      backend::Tensor& out) override;
   Status hc_expand(const backend::Tensor& x, const backend::Tensor& y, const backend::Tensor& post,
                    const backend::Tensor& comb, backend::Tensor& out) override;
-  // One mHC site in two kernels (hyper_connection.cu hc_pre) for S <= kHcPreMaxRows tokens and
-  // hc <= 4; otherwise, under --batch-invariant, or with DEEPINFER_CUDA_HC=composed, the base
-  // implementation (rms_norm → matmul → hc_coeffs → hc_collapse).
+  // One mHC site in two kernels (hc_site.cu) for hc <= 4: S <= kHcSiteMaxRows tokens, and every
+  // S under --batch-invariant (a token's bits depend only on its own inputs; larger sites run the
+  // composed path by default: faster there on the H200, session 7); hc > 4 or
+  // DEEPINFER_CUDA_HC=composed: the base implementation (rms_norm → matmul → hc_coeffs →
+  // hc_collapse). DEEPINFER_CUDA_HC=fused_s6: session 6's kernels (hyper_connection.cu
+  // hc_pre_s6) for S <= kHcPreMaxRows, not under --batch-invariant (cuda_backend.cpp hc_path).
   static constexpr int64_t kHcPreMaxRows = 64;
+  static constexpr int64_t kHcSiteMaxRows = 256;
   Status hc_pre(const backend::Tensor& x, const backend::Tensor& fn, const backend::Tensor& base,
                 const backend::Tensor& scale, const backend::HcParams& params, float norm_eps,
                 backend::Tensor* post, backend::Tensor* comb, backend::Tensor& collapsed) override;

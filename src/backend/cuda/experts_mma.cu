@@ -1,11 +1,12 @@
-// Host side of the decode routed experts on tensor cores (experts_mma.cuh): checks, the x split
-// launch and the persistent product launch.
+// Host side of the decode routed experts on tensor cores (experts_mma.cuh, experts_mma_v2.cuh):
+// checks, the x split launch and the persistent product launch of the chosen variant.
 #include "backend/cuda/experts_mma.h"
 
 #include <atomic>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/experts_mma.cuh"
+#include "backend/cuda/experts_mma_v2.cuh"
 
 namespace deepinfer::cuda::kernels {
 
@@ -24,6 +25,50 @@ int sms_of_current_device() {
   }
   slot.store(v, std::memory_order_relaxed);
   return v;
+}
+
+// Variants 2 / 3 launch the product as a programmatic dependent of the x split (PDL); false:
+// ordinary stream order (to rule PDL out when comparing).
+constexpr bool kProductPdl = true;
+
+// Variant 2 / 3 (experts_mma_v2.cuh): the full residency, cached per device (the kernel's
+// resources do not change).
+template <int kMinBlocks>
+void launch_v2(const emma::Args& a, cudaStream_t s) {
+  static std::atomic<uint64_t> attr_set{0};
+  static std::atomic<int> per_sm_cache[64] = {};
+  auto* kernel = emma2::experts_mma_v2_kernel<kMinBlocks>;
+  opt_in_smem_per_device(attr_set, kernel, emma2::kSmem, /*max_carveout=*/true);
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  int per_sm = per_sm_cache[dev & 63].load(std::memory_order_relaxed);
+  if (per_sm <= 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, emma2::kThreads, emma2::kSmem) !=
+            cudaSuccess ||
+        per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 1;
+    }
+    per_sm_cache[dev & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
+  if (kProductPdl) {
+    // A programmatic dependent of the split kernel (experts_mma_v2.cuh): starts while the split
+    // runs; the kernel waits for it before reading x. Plain launch if the attribute is refused.
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(emma2::kThreads);
+    cfg.dynamicSmemBytes = emma2::kSmem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernel, a) == cudaSuccess) return;
+    cudaGetLastError();
+  }
+  kernel<<<static_cast<unsigned>(grid), emma2::kThreads, emma2::kSmem, s>>>(a);
 }
 
 }  // namespace
@@ -46,12 +91,15 @@ size_t experts_mma_workspace_bytes(int64_t x_rows, int64_t K) {
 void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                  const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
                  const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
-                 void* workspace, float* out, cudaStream_t s) {
+                 void* workspace, float* out, cudaStream_t s, int variant, int64_t tile_rows) {
   if (slots == 0 || N == 0 || num_experts == 0 || x_rows == 0) return;
   auto* planes = static_cast<uint16_t*>(workspace);
   auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
   emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
                                                                     x_rows * K, row_exp);
+  if (variant != kExpertsMmaV1 && variant != kExpertsMmaV2 && variant != kExpertsMmaV2Regs)
+    variant = kExpertsMmaDefault;
+  const int rows = variant == kExpertsMmaV1 ? emma::kRows : emma2::kRows;  // rows of a warp item
   emma::Args a;
   a.planes = planes;
   a.row_exp = row_exp;
@@ -66,9 +114,18 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   a.N = static_cast<int32_t>(N);
   a.K = static_cast<int32_t>(K);
   a.scale_cols = static_cast<int32_t>(K / 32);
-  a.groups = static_cast<int32_t>(N / emma::kRows);
+  a.groups = static_cast<int32_t>(N / rows);
   a.chunks = static_cast<int32_t>(K / emma::kChunkK);
   a.out = out;
+  a.tile_rows = static_cast<int32_t>(tile_rows > 0 && tile_rows < slots ? tile_rows : (slots > 0 ? slots : 1));
+  if (variant == kExpertsMmaV2) {
+    launch_v2<4>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaV2Regs) {
+    launch_v2<3>(a, s);
+    return;
+  }
   static std::atomic<uint64_t> attr_set{0};
   opt_in_smem_per_device(attr_set, emma::experts_mma_kernel, emma::kSmem, /*max_carveout=*/false);
   int per_sm = 0;

@@ -60,7 +60,8 @@ struct Args {
   int32_t x_div = 1;                 // slot i reads x row i / x_div
   const int32_t* perm = nullptr;     // sorted position -> slot (moe_group)
   const int32_t* row_off = nullptr;  // [E+1]
-  const int32_t* act_off = nullptr;  // [E+1] active experts before e
+  const int32_t* act_off = nullptr;  // [E+1] active experts (variant 2: tiles) before e
+  int32_t tile_rows = 0;             // moe_group's tile rows (variant 2; variant 1: ≥ slots)
   int32_t num_experts = 0;
   const void* const* w_table = nullptr;  // [E] -> e2m1 [N, K/2 bytes]
   const void* const* s_table = nullptr;  // [E] -> ue8m0 [N, K/32]
@@ -80,6 +81,10 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
                                                     uint16_t* __restrict__ planes, int64_t plane,
                                                     int32_t* __restrict__ row_exp) {
   __shared__ float red[8];
+  // Session 7: the product kernel may be launched as a programmatic dependent (experts_mma_v2):
+  // let it start now; it waits (griddepcontrol.wait) for this grid before reading the planes.
+  // A no-op when the next launch is an ordinary one.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int64_t r = blockIdx.x;
   const float* xr = x + r * K;
   float m = 0.f;

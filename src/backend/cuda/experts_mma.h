@@ -25,13 +25,31 @@ bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool sca
 // exponents), in bytes (a multiple of 16).
 size_t experts_mma_workspace_bytes(int64_t x_rows, int64_t K);
 
+// Kernel variants: 1 = session 6 (32-row warp items, 8 warps per SM, grid cut to the items),
+// 2 = session 7 (experts_mma_v2.cuh: 16-row items, 16 warps per SM, full-residency grid),
+// 3 = variant 2 compiled for 12 warps per SM (more registers, no spill); all three give the same
+// bits. 0 (or any other value) = the default, 1: on the H200 (session 7, bench_ops --mma-batch
+// 1,16,2048) variant 2 was slower than 1 at batch 16 (gate_up 395.9 vs 352.4 µs, down 211.5 vs
+// 191.8) and at 2,048 tokens (24.4 vs 14.8 ms), equal at batch 1 (46.5 vs 45.8).
+constexpr int kExpertsMmaV1 = 1;
+constexpr int kExpertsMmaV2 = 2;
+constexpr int kExpertsMmaV2Regs = 3;
+constexpr int kExpertsMmaDefault = kExpertsMmaV1;
+
+// moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
+// better balance when experts have many tokens); the bits do not depend on the tiling.
+constexpr int kExpertsMmaTileRows = 8;
+
 // One projection. x [x_rows, K] fp32 (any alignment; slot i reads row i / x_div); perm/row_off/
-// act_off from moe_group(ids, slots, E, tile_rows = max(slots, 1), ...); w_table / s_table: [E]
+// act_off from moe_group(ids, slots, E, tile_rows, ...) with tile_rows = kExpertsMmaTileRows or
+// ≥ slots (0 here: max(slots, 1) was used; variant 1 handles only that one: given 8-row tiles it
+// runs each expert once per tile — the same outputs, redundant work); w_table / s_table: [E]
 // device pointers to e2m1 [N, K/2 bytes] / ue8m0 [N, K/32]; workspace: experts_mma_workspace_bytes
-// (x_rows, K) bytes, 16-byte aligned; out [slots, N]. Two launches on stream s (x split, product).
+// (x_rows, K) bytes, 16-byte aligned; out [slots, N]. Two launches on stream s (x split, product;
+// variants 2 and 3 launch the product as a programmatic dependent of the split).
 void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                  const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
                  const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
-                 void* workspace, float* out, cudaStream_t s);
+                 void* workspace, float* out, cudaStream_t s, int variant = 0, int64_t tile_rows = 0);
 
 }  // namespace deepinfer::cuda::kernels

@@ -28,6 +28,15 @@
 // by a fixed xor tree. So a row's bits depend only on its own x row and weight row: the kernel is
 // row-independent (batch-invariant by construction), and the scalar path (rows not 16-byte
 // aligned) computes the same chunks in the same order as the vector path.
+//
+// Session 7, programmatic dependent launch (pdl.cuh; the linear launch only, never the experts'):
+// launched with PDL, a CTA may start while the previous kernel of the stream still runs. Before
+// pdl::wait() it touches only the immutable weights — the TMA prefetches the first Args::pf_bytes
+// of its contiguous slab of rows (and their scales) into L2 — and it stages x and writes out only
+// after the wait; every CTA waits, also one without rows. A warp signals launch_dependents when
+// it starts its last row group (its last weight loads), so a following PDL kernel can start.
+// Plain launches run the same kernel (the wait and the signal return at once; pf_bytes = 0), and
+// nothing of the arithmetic changes: the bits are the same with and without PDL.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +45,7 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels::gemv {
 
@@ -73,6 +83,7 @@ struct Args {
   int64_t x_stride = 0;  // floats per staged x row in shared memory (multiple of 32)
   float* out = nullptr;
   int64_t ldo = 0;  // linear: floats between out rows (G·N); experts: N
+  int64_t pf_bytes = 0;  // linear, PDL launch: weight bytes per CTA prefetched into L2 before the wait
 };
 
 __device__ __forceinline__ float ue8m0_to_float(uint32_t e) {  // as common/dtypes ue8m0_to_f32
@@ -312,6 +323,29 @@ __device__ __forceinline__ void prefetch_rows(const Args& p, const uint8_t* wb, 
   }
 }
 
+// PDL (vector path): the first min(slab, p.pf_bytes) bytes of the CTA's rows n0 .. n1 - 1 (one
+// contiguous slab of the problem's weight) and the scales of those rows into L2, by the TMA in
+// 16 KB pieces spread over the CTA's threads. Weights only: they are never written by a kernel.
+template <int kFmt>
+__device__ __forceinline__ void prefetch_slab(const Args& p, const uint8_t* wb, const void* sc,
+                                              int64_t wrow0, int64_t n0, int64_t n1, int tid) {
+  const int64_t rb = row_bytes<kFmt>(p.K);
+  int64_t bytes = (n1 - n0) * rb;
+  bytes = bytes < p.pf_bytes ? bytes : p.pf_bytes;
+  if (bytes <= 0) return;
+  const uint8_t* base = wb + n0 * rb;  // 16-byte aligned on the vector path
+  constexpr int64_t kPiece = 16384;
+  for (int64_t off = tid * kPiece; off < bytes; off += kThreads * kPiece)
+    pdl::prefetch_l2_bulk(base + off, static_cast<uint32_t>(bytes - off < kPiece ? bytes - off : kPiece));
+  if (sc != nullptr) {
+    const int64_t rows = (bytes + rb - 1) / rb;
+    const int64_t s0 = ((wrow0 + n0) / p.br) * p.scale_cols;
+    const int64_t s1 = ((wrow0 + n0 + rows - 1) / p.br + 1) * p.scale_cols;
+    const int64_t es = p.scale_f32 ? 4 : 1;
+    pdl::prefetch_l2_range(static_cast<const uint8_t*>(sc) + s0 * es, (s1 - s0) * es, tid, kThreads);
+  }
+}
+
 template <int kFmt, int kMT, bool kVec, bool kGrouped, int kR>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
   extern __shared__ __align__(16) float xs[];  // [kMT][x_stride], 16-byte slots swizzled
@@ -346,6 +380,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
   const int64_t per = (groups + gridDim.x - 1) / gridDim.x;
   const int64_t rg_begin = static_cast<int64_t>(blockIdx.x) * per;
   const int64_t rg_end = rg_begin + per < groups ? rg_begin + per : groups;
+  if constexpr (!kGrouped) {
+    // Before the wait: the immutable weights only (x may still be written, out still read, by
+    // the previous kernel). Every CTA waits, also one without rows (pdl.cuh).
+    if (kVec && p.pf_bytes > 0 && rg_begin < rg_end)
+      prefetch_slab<kFmt>(p, wb, sc, wrow0, rg_begin * kR, rg_end * kR < p.N ? rg_end * kR : p.N, tid);
+    pdl::wait();
+  }
   if (rg_begin >= rg_end) return;
   const int64_t K = p.K;
   if (kPrefetchL2 && kVec && rg_begin + warp < rg_end)
@@ -386,6 +427,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const Args p) {
     __syncthreads();
     for (int64_t rg = rg_begin + warp; rg < rg_end; rg += kWarps) {
       const int64_t n0 = rg * kR;
+      if constexpr (!kGrouped)  // the warp's last row group: its last weight loads follow
+        if (m0 + kMT >= rows && rg + kWarps >= rg_end) pdl::launch_dependents();
       if (kPrefetchL2 && kVec && rg + kWarps < rg_end)
         prefetch_rows<kFmt, kR>(p, wb, sc, wrow0, n0 + kWarps * kR, lane);
       float acc[kMT][kR];
@@ -427,8 +470,10 @@ inline int device_sms() {
 
 // Launches one instantiation over `problems` problems (grid.y) with `units` row groups each:
 // about as many CTAs as fit on the GPU at once (persistent), at least one row group per warp.
+// pdl (linear only; the experts' launch stays plain): programmatic dependent launch, each CTA
+// prefetching its share of pf_total weight bytes into L2 before its wait (vector path).
 template <int kFmt, int kMT, bool kVec, bool kGrouped, int kR>
-void launch(const Args& a, int64_t problems, cudaStream_t s) {
+void launch(const Args& a, int64_t problems, cudaStream_t s, bool pdl = false, int64_t pf_total = 0) {
   auto* kernel = gemv_kernel<kFmt, kMT, kVec, kGrouped, kR>;
   const size_t smem = static_cast<size_t>(kMT) * a.x_stride * sizeof(float);
   // The shared-memory opt-in is per device (a function has one instance per device context).
@@ -446,17 +491,23 @@ void launch(const Args& a, int64_t problems, cudaStream_t s) {
   int64_t ctas = (static_cast<int64_t>(sms) * per_sm + problems - 1) / problems;
   ctas = ctas < most ? ctas : most;
   ctas = ctas < 1 ? 1 : ctas;
-  kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(problems)), kThreads, smem, s>>>(a);
+  pdl = pdl && !kGrouped;
+  Args b = a;
+  b.pf_bytes = pdl && kVec && pf_total > 0 ? pf_total / (ctas * problems) / 16 * 16 : 0;
+  pdl::launch(kernel, dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(problems)), dim3(kThreads),
+              smem, s, pdl, b);
 }
 
 template <int kFmt, bool kGrouped>
-void launch_mt(const Args& a, int mt, int64_t problems, bool vec, cudaStream_t s) {
+void launch_mt(const Args& a, int mt, int64_t problems, bool vec, cudaStream_t s, bool pdl = false,
+               int64_t pf_total = 0) {
   // Short rows (≤ 64 chunks): four rows per warp, up to 4 staged x rows (registers).
   const bool short_rows = (a.K + Fmt<kFmt>::kElems - 1) / Fmt<kFmt>::kElems <= 64;
 #define DI_GEMV_MT(MT)                                                                  \
-  if (vec && short_rows && MT <= 4) launch<kFmt, MT, true, kGrouped, (MT <= 4 ? 4 : 2)>(a, problems, s); \
-  else if (vec) launch<kFmt, MT, true, kGrouped, 2>(a, problems, s);                   \
-  else launch<kFmt, MT, false, kGrouped, 2>(a, problems, s);
+  if (vec && short_rows && MT <= 4)                                                     \
+    launch<kFmt, MT, true, kGrouped, (MT <= 4 ? 4 : 2)>(a, problems, s, pdl, pf_total);  \
+  else if (vec) launch<kFmt, MT, true, kGrouped, 2>(a, problems, s, pdl, pf_total);    \
+  else launch<kFmt, MT, false, kGrouped, 2>(a, problems, s, pdl, pf_total);
   if (mt == 1) { DI_GEMV_MT(1) }
   else if (mt == 2) { DI_GEMV_MT(2) }
   else if (mt == 4 || kGrouped) { DI_GEMV_MT(4) }  // the expert launch stages at most 4 rows

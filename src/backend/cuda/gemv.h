@@ -23,9 +23,20 @@ int gemv_tile_rows(int64_t M, int64_t K);
 
 // out [M, G·N] = x [M, G·K] · deq(w [G·N, K]) per group (backend.h linear semantics); scale
 // [ceil(G·N / block_rows), ceil(K / block_cols)] ue8m0 or f32, null for fmt 0 / 3.
+// pdl (session 7, pdl.cuh): programmatic dependent launch — the kernel may start while the
+// previous kernel of the stream runs, reading (prefetching) only w and scale until that kernel
+// has completed, so w and scale must not be written by the kernels still in flight before it
+// (model weights never are). Same bits either way.
 void gemv_linear(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
                  int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
-                 int64_t block_cols, float* out, cudaStream_t s);
+                 int64_t block_cols, float* out, cudaStream_t s, bool pdl = false);
+
+// Weight bytes a PDL-launched dense GEMV (gemv_linear, gemv_multi) prefetches into L2 before its
+// wait, over its whole grid (each CTA / warp the first bytes of its own rows). Process-wide;
+// default kGemvPdlPrefetchDefault; 0 = none (the launch is still PDL). For benchmarks.
+constexpr int64_t kGemvPdlPrefetchDefault = int64_t{8} << 20;
+void gemv_set_pdl_prefetch_bytes(int64_t bytes);
+int64_t gemv_pdl_prefetch_bytes();
 
 // Session 6 (gemv_multi.cuh): several projections of the same x in ONE launch, each warp keeping
 // its next weight loads in flight while it computes. out_j [M, N_j] = x [M, K] · deq(W_j [N_j, K])ᵀ,
@@ -42,10 +53,11 @@ struct GemvProjection {
 bool gemv_multi_supported(int fmt, int64_t K, bool scaled, int64_t block_cols);
 // false (nothing launched) when the layout is refused: the caller runs gemv_linear per weight.
 // deep: one CTA of 8 warps per SM with 8 loads per lane per step (else two CTAs, 4 loads);
-// a speed choice only, the bits are the same.
+// a speed choice only, the bits are the same. pdl: as gemv_linear's (the weights and scales are
+// read before the previous kernel has completed).
 bool gemv_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, bool scale_f32,
                 int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, bool deep,
-                cudaStream_t s);
+                cudaStream_t s, bool pdl = false);
 
 // Routed experts, slots grouped on the device by moe_group (kernels.h) with tile_rows >= slots,
 // so that tile_off[e] counts the active experts before e: for every grouped slot,

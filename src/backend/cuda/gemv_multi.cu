@@ -14,7 +14,7 @@ int elems_of(int fmt) { return fmt == 0 ? 8 : 16; }
 int64_t row_bytes_of(int fmt, int64_t K) { return fmt == 0 ? 2 * K : K; }
 
 template <int kFmt, int kMT, int kR, int kU, bool kScaled, int kMinBlocks = 2>
-void launch(const gm::Args& a, cudaStream_t s) {
+void launch(const gm::Args& a, cudaStream_t s, bool pdl) {
   auto* kernel = gm::gemv_multi_kernel<kFmt, kMT, kR, kU, kScaled, kMinBlocks>;
   const size_t smem = static_cast<size_t>(kMT) * a.x_stride * sizeof(float);
   static std::atomic<uint64_t> attr_set{0};
@@ -38,22 +38,25 @@ void launch(const gm::Args& a, cudaStream_t s) {
   int64_t ctas = static_cast<int64_t>(sms) * per_sm;
   ctas = ctas < most ? ctas : most;
   ctas = ctas < 1 ? 1 : ctas;
-  kernel<<<static_cast<unsigned>(ctas), gm::kThreads, smem, s>>>(b);
+  // PDL: each warp prefetches its share of the grid's budget into L2 before its wait.
+  const int64_t pf_total = pdl ? gemv_pdl_prefetch_bytes() : 0;
+  b.pf_bytes = pf_total > 0 ? pf_total / (ctas * gm::kWarps) / 16 * 16 : 0;
+  pdl::launch(kernel, dim3(static_cast<unsigned>(ctas)), dim3(gm::kThreads), smem, s, pdl, b);
 }
 
 template <int kFmt, bool kScaled>
-void launch_fmt(const gm::Args& a, int mt, bool short_rows, bool deep, cudaStream_t s) {
+void launch_fmt(const gm::Args& a, int mt, bool short_rows, bool deep, cudaStream_t s, bool pdl) {
   if (deep) {  // one CTA per SM, 8 loads per lane per step
     if (mt == 1) {
-      if (short_rows) launch<kFmt, 1, 4, 2, kScaled, 1>(a, s);
-      else launch<kFmt, 1, 2, 4, kScaled, 1>(a, s);
+      if (short_rows) launch<kFmt, 1, 4, 2, kScaled, 1>(a, s, pdl);
+      else launch<kFmt, 1, 2, 4, kScaled, 1>(a, s, pdl);
     } else if (mt == 2) {
-      if (short_rows) launch<kFmt, 2, 4, 2, kScaled, 1>(a, s);
-      else launch<kFmt, 2, 2, 4, kScaled, 1>(a, s);
+      if (short_rows) launch<kFmt, 2, 4, 2, kScaled, 1>(a, s, pdl);
+      else launch<kFmt, 2, 2, 4, kScaled, 1>(a, s, pdl);
     } else if (mt == 4) {
-      launch<kFmt, 4, 2, 4, kScaled, 1>(a, s);
+      launch<kFmt, 4, 2, 4, kScaled, 1>(a, s, pdl);
     } else {
-      launch<kFmt, 8, 2, 2, kScaled, 1>(a, s);
+      launch<kFmt, 8, 2, 2, kScaled, 1>(a, s, pdl);
     }
     return;
   }
@@ -61,15 +64,15 @@ void launch_fmt(const gm::Args& a, int mt, bool short_rows, bool deep, cudaStrea
   // 2 CTAs per SM; 8 staged x rows: 2 loads). Short rows (≤ 64 chunks, e.g. FP8 K = 1024): four
   // rows per warp, one chunk each, so a step does not run past the row.
   if (mt == 1) {
-    if (short_rows) launch<kFmt, 1, 4, 1, kScaled>(a, s);
-    else launch<kFmt, 1, 2, 2, kScaled>(a, s);
+    if (short_rows) launch<kFmt, 1, 4, 1, kScaled>(a, s, pdl);
+    else launch<kFmt, 1, 2, 2, kScaled>(a, s, pdl);
   } else if (mt == 2) {
-    if (short_rows) launch<kFmt, 2, 4, 1, kScaled>(a, s);
-    else launch<kFmt, 2, 2, 2, kScaled>(a, s);
+    if (short_rows) launch<kFmt, 2, 4, 1, kScaled>(a, s, pdl);
+    else launch<kFmt, 2, 2, 2, kScaled>(a, s, pdl);
   } else if (mt == 4) {
-    launch<kFmt, 4, 2, 2, kScaled>(a, s);
+    launch<kFmt, 4, 2, 2, kScaled>(a, s, pdl);
   } else {
-    launch<kFmt, 8, 2, 1, kScaled>(a, s);
+    launch<kFmt, 8, 2, 1, kScaled>(a, s, pdl);
   }
 }
 
@@ -88,7 +91,8 @@ bool gemv_multi_supported(int fmt, int64_t K, bool scaled, int64_t block_cols) {
 }
 
 bool gemv_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, bool scale_f32,
-                int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, bool deep, cudaStream_t s) {
+                int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, bool deep, cudaStream_t s,
+                bool pdl) {
   const bool scaled = fmt == 1;
   if (nproj < 1 || nproj > kGemvMaxProjections || !gemv_multi_supported(fmt, K, scaled, block_cols))
     return false;
@@ -130,8 +134,8 @@ bool gemv_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, 
   a.nproj = n;
   const int mt = gemv_tile_rows(M, K);
   const bool short_rows = K / elems_of(fmt) <= 64;
-  if (fmt == 0) launch_fmt<0, false>(a, mt, short_rows, deep, s);
-  else launch_fmt<1, true>(a, mt, short_rows, deep, s);
+  if (fmt == 0) launch_fmt<0, false>(a, mt, short_rows, deep, s, pdl);
+  else launch_fmt<1, true>(a, mt, short_rows, deep, s, pdl);
   return true;
 }
 

@@ -24,6 +24,15 @@
 // gemv_linear's for the same rows, whatever the number of projections, their order, the grid or
 // kR / kU — the GPU test checks it at the V4 shapes.
 //
+// Session 7, programmatic dependent launch (pdl.cuh): launched with PDL, the kernel may start while
+// the previous kernel of the stream still runs. Before pdl::wait() a warp touches only immutable
+// memory: the TMA prefetches the first Args::pf_bytes of its range's rows (and their scales) into
+// L2, and it issues its first step's weight loads into registers (as before, the loads that were
+// in flight during the staging of x); x is staged and outputs written only after the wait, which
+// every thread of every CTA executes. A warp signals launch_dependents once it has issued its last
+// loads. Plain launches run the same kernel (wait / signal return at once, pf_bytes = 0): the
+// arithmetic and so the bits do not change.
+//
 // Restrictions (the host checks them; else the caller falls back to gemv_linear): groups = 1,
 // every weight row 16-byte aligned (vector path only), the same format / scale dtype / block
 // shape for every projection, at most kMaxProj projections, K small enough for gemv's staging.
@@ -54,6 +63,7 @@ struct Args {
   int64_t x_stride = 0;      // floats per staged x row (gemv::x_stride_floats(K))
   int64_t groups = 0;        // T: row groups of all projections
   int32_t scale_f32 = 0, x_vec = 0, cpb_log2 = 0, nproj = 0;
+  int64_t pf_bytes = 0;      // PDL launch: weight bytes per warp prefetched into L2 before the wait
   Proj proj[kMaxProj];
 };
 
@@ -93,6 +103,40 @@ __device__ __forceinline__ Group locate(const Args& p, int64_t rg) {
   g.nvalid = static_cast<int32_t>(N - n0 < kR ? N - n0 : kR);
   g.ldo = static_cast<int32_t>(ldo);
   return g;
+}
+
+// PDL: the first min(range, p.pf_bytes) bytes of the warp's rows from row group rg_begin up to
+// rg_end or the end of that group's projection (contiguous in memory), and their scales, into L2
+// (TMA, 16 KB pieces over the lanes). Weights only.
+template <int kFmt, int kR>
+__device__ __forceinline__ void prefetch_range(const Args& p, int64_t rg_begin, int64_t rg_end, int lane) {
+  const uint8_t* w = p.proj[0].w;
+  const void* sc = p.proj[0].scale;
+  int64_t N = p.proj[0].N, rg0 = 0;
+#pragma unroll
+  for (int t = 1; t < kMaxProj; ++t)
+    if (t < p.nproj && p.proj[t].rg0 <= rg_begin) {
+      w = p.proj[t].w;
+      sc = p.proj[t].scale;
+      N = p.proj[t].N;
+      rg0 = p.proj[t].rg0;
+    }
+  const int64_t rb = gemv::row_bytes<kFmt>(p.K);
+  const int64_t n0 = (rg_begin - rg0) * kR;
+  const int64_t n1 = (rg_end - rg0) * kR < N ? (rg_end - rg0) * kR : N;
+  int64_t bytes = (n1 - n0) * rb;
+  bytes = bytes < p.pf_bytes ? bytes : p.pf_bytes;
+  if (bytes <= 0) return;
+  const uint8_t* base = w + n0 * rb;  // rows 16-byte aligned (vector path only)
+  constexpr int64_t kPiece = 16384;
+  for (int64_t off = lane * kPiece; off < bytes; off += 32 * kPiece)
+    pdl::prefetch_l2_bulk(base + off, static_cast<uint32_t>(bytes - off < kPiece ? bytes - off : kPiece));
+  if (sc != nullptr) {
+    const int64_t rows = (bytes + rb - 1) / rb;
+    const int64_t s0 = (n0 / p.br) * p.scale_cols, s1 = ((n0 + rows - 1) / p.br + 1) * p.scale_cols;
+    const int64_t es = p.scale_f32 ? 4 : 1;
+    pdl::prefetch_l2_range(static_cast<const uint8_t*>(sc) + s0 * es, (s1 - s0) * es, lane, 32);
+  }
 }
 
 // Issues step (g, b)'s loads: chunk c = b·32·kU + 32·u + lane of each row, and its scale.
@@ -182,6 +226,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_multi_kernel(const 
   const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t rg_begin = gw * p.groups / W, rg_end = (gw + 1) * p.groups / W;
+  if (p.pf_bytes > 0 && rg_begin < rg_end) prefetch_range<kFmt, kR>(p, rg_begin, rg_end, lane);
 
   for (int64_t m0 = 0; m0 < p.M; m0 += kMT) {
     const int mt = p.M - m0 < kMT ? static_cast<int>(p.M - m0) : kMT;
@@ -195,6 +240,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_multi_kernel(const 
       g = locate<kFmt, kR>(p, rg);
       load_step<kFmt, kR, kU, kScaled>(p, g, 0, chunks, lane, q, s);
     }
+    // PDL: everything above read weights and scales only; x and out come after the wait.
+    if (m0 == 0) pdl::wait();
     if (m0 > 0) __syncthreads();  // the previous tile's readers are done
     if (p.x_vec) {
       const int64_t k4 = K / 4;
@@ -232,6 +279,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemv_multi_kernel(const 
       uint4 qn[kU][kR];
       float sn[kU][kR];
       if (rgn < rg_end) load_step<kFmt, kR, kU, kScaled>(p, gn, bn, chunks, lane, qn, sn);
+      else if (m0 + kMT >= p.M) pdl::launch_dependents();  // the warp's last loads are issued
       compute_step<kFmt, kMT, kR, kU, kScaled>(p, q, s, b, chunks, xs, mt, lane, acc, nan);
       if (b == B - 1) {  // the row group is complete: reduce, write, reset
         if constexpr (kFmt == 1) {

@@ -1,14 +1,18 @@
 // mHC kernels (deepseek-v4.md §3): coefficients with Sinkhorn-Knopp (a warp per token when
-// hc·hc <= 32, else a thread), stream collapse and expand (one thread per output element, fixed summation order over j).
+// hc·hc <= 32, else a thread), stream collapse and expand (one thread per output element, fixed
+// summation order over j), and the session-6 fused site (hc_pre_s6: S <= 64; kept for the bench
+// and DEEPINFER_CUDA_HC=fused_s6 — the session-7 site for every S is hc_site.cu).
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
 
-constexpr int kMaxHc = 16;
+using hc_detail::hc_expand_elem;
+using hc_detail::sigmoidf_;
 
-__device__ __forceinline__ float sigmoidf_(float v) { return 1.f / (1.f + expf(-v)); }
+constexpr int kMaxHc = 16;
 
 // One thread per token (the fallback for hc·hc > 32; hc <= kMaxHc).
 __global__ void hc_coeffs_kernel(const float* mix, const float* base, const float* scale,
@@ -111,17 +115,6 @@ __global__ void hc_collapse_kernel(const float* x, const float* pre, int64_t S, 
   out[t] = o;
 }
 
-// One element of HC_expand: post_k·y[c] + Σ_j C[j][k]·X[j][c], j ascending. The rounding is
-// pinned with intrinsics (no contraction left to the compiler), so hc_expand_kernel and the fused
-// hc_pre_partial_kernel<true> give the same bits. X, C: the token's streams and comb.
-__device__ __forceinline__ float hc_expand_elem(float post_k, float yc, const float* C,
-                                                const float* X, int64_t k, int64_t c,
-                                                int64_t hc, int64_t H) {
-  float o = __fmul_rn(post_k, yc);
-  for (int64_t j = 0; j < hc; ++j) o = __fmaf_rn(C[j * hc + k], X[j * H + c], o);
-  return o;
-}
-
 __global__ void hc_expand_kernel(const float* x, const float* y, const float* post,
                                  const float* comb, int64_t S, int64_t hc, int64_t H, float* out) {
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -131,7 +124,7 @@ __global__ void hc_expand_kernel(const float* x, const float* y, const float* po
                           c, hc, H);
 }
 
-// ---- fused site for decode-sized S (hc_pre) ----
+// ---- session-6 fused site for decode-sized S (hc_pre_s6) ----
 // Kernel 1, hc_pre_partial_kernel: grid (ceil(K / kHcChunk), ceil(S / kHcRows)), 8 warps. CTA
 // (c, r) stages rows r·kHcRows… of X's K = hc·H columns [c·kHcChunk, +kHcChunk) in shared memory;
 // warp w keeps fn rows n = w, w+8, … (n < N) of the chunk in registers (lane l: columns l, l+32,
@@ -299,19 +292,19 @@ void hc_expand(const float* x, const float* y, const float* post, const float* c
     hc_expand_kernel<<<grid_for(S * hc * H, 256), 256, 0, s>>>(x, y, post, comb, S, hc, H, out);
 }
 
-bool hc_pre_supported(int64_t hc, bool head) {
+bool hc_pre_s6_supported(int64_t hc, bool head) {
   const int64_t N = head ? hc : (2 + hc) * hc;
   return hc >= 1 && hc * hc <= 32 && N + 1 <= 32 && N <= kHcWarps * kHcMaxPerWarp;
 }
 
-int64_t hc_pre_chunks(int64_t K) { return (K + kHcChunk - 1) / kHcChunk; }
+int64_t hc_pre_s6_chunks(int64_t K) { return (K + kHcChunk - 1) / kHcChunk; }
 
-void hc_pre(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
-            int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
-            float* part, float* post, float* comb, float* out, cudaStream_t s,
-            const HcExpandIn* expand) {
+void hc_pre_s6(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
+               int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
+               float* part, float* post, float* comb, float* out, cudaStream_t s,
+               const HcExpandIn* expand) {
   if (S <= 0 || H <= 0) return;
-  const int64_t K = hc * H, chunks = hc_pre_chunks(K);
+  const int64_t K = hc * H, chunks = hc_pre_s6_chunks(K);
   const int N = static_cast<int>(head ? hc : (2 + hc) * hc);
   const dim3 g1(static_cast<unsigned>(chunks), static_cast<unsigned>((S + kHcRows - 1) / kHcRows));
   if (expand) {

@@ -59,14 +59,9 @@ void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_
                  cudaStream_t s);
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
                int64_t hc, int64_t H, float* out, cudaStream_t s);
-// One whole mHC site (backend.h hc_pre) in two kernels: partial products of X [S, hc·H] with
-// fn [N, hc·H] (N = head ? hc : (2+hc)·hc) and Σx² per 128-column chunk over many CTAs, then per
-// row the norm, the Sinkhorn coefficients and the collapse out [S, H]. part: scratch of
-// hc_pre_chunks(hc·H) · S · (N+1) floats. post/comb unused when head. A row's bits do not depend
-// on S. Supported when hc_pre_supported(hc, head).
-// With `expand` (hc_expand_pre): kernel 1 first computes the previous site's expand
-// x_new = post ⊗ y + Cᵀ·x_prev for its chunk (hc_expand's arithmetic, written to x_new) and the
-// site runs on x_new (`x` is ignored).
+// With `expand` (hc_expand_pre), the fused sites first compute the previous site's expand
+// x_new = post ⊗ y + Cᵀ·x_prev (hc_expand's arithmetic, written to x_new) and run on x_new
+// (`x` is ignored).
 struct HcExpandIn {
   const float* x_prev;  // [S, hc, H]
   const float* y;       // [S, H]
@@ -74,12 +69,37 @@ struct HcExpandIn {
   const float* comb;    // [S, hc, hc]
   float* x_new;         // [S, hc, H], must not alias x_prev
 };
-bool hc_pre_supported(int64_t hc, bool head);
-int64_t hc_pre_chunks(int64_t K);
-void hc_pre(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
-            int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
-            float* part, float* post, float* comb, float* out, cudaStream_t s,
-            const HcExpandIn* expand = nullptr);
+// Session 6's fused site (hyper_connection.cu; S <= 64 by design, kept for the bench and
+// DEEPINFER_CUDA_HC=fused_s6): partial products of X [S, hc·H] with fn [N, hc·H]
+// (N = head ? hc : (2+hc)·hc) and Σx² per 128-column chunk, then per row the norm, the Sinkhorn
+// coefficients and the collapse out [S, H]. part: scratch of hc_pre_s6_chunks(hc·H) · S · (N+1)
+// floats. post/comb unused when head.
+bool hc_pre_s6_supported(int64_t hc, bool head);
+int64_t hc_pre_s6_chunks(int64_t K);
+void hc_pre_s6(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
+               int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
+               float* part, float* post, float* comb, float* out, cudaStream_t s,
+               const HcExpandIn* expand = nullptr);
+
+// Session 7's fused site (hc_site.cu) for every S: one whole mHC site (backend.h hc_pre) in two
+// kernels. A token's outputs (post, comb, collapsed, and x_new with expand) are a function of
+// that token's inputs and the sizes (hc, H) only: the same bits for any S, any position of the
+// row, any mode and with or without PDL (the arithmetic is fixed per 128-column chunk; docs/cuda.md
+// "mHC site for every S"). Supported when hc_site_supported(hc, head) (hc <= 4).
+// Modes (which partial-product kernel; kAuto picks by S): kRows = a warp per (row, chunk), for
+// decode-sized S; kTile1 / kTile4 = 64-row register tiles over 1 / 4 chunks per CTA.
+enum class HcSiteMode { kAuto, kRows, kTile1, kTile4 };
+bool hc_site_supported(int64_t hc, bool head);
+HcSiteMode hc_site_mode(int64_t S, HcSiteMode mode);  // resolves kAuto
+// Floats of the `part` scratch the site needs for these sizes and mode.
+int64_t hc_site_scratch_floats(int64_t S, int64_t hc, int64_t H, bool head, HcSiteMode mode);
+// pdl: both kernels launched with programmatic dependent launch (they wait for the previous
+// kernel before touching anything but fn/base/scale; the finish kernel starts while the partial
+// kernel runs).
+void hc_site(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
+             int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
+             float* part, float* post, float* comb, float* out, cudaStream_t s,
+             const HcExpandIn* expand, bool pdl, HcSiteMode mode = HcSiteMode::kAuto);
 // out[S, T] indexer scores (see backend.h indexer_scores).
 // key_start [S] may be null (every row reads keys from row 0); Tk = rows of keys.
 void indexer_scores(const float* q, const float* weights, const float* keys,

@@ -1,10 +1,12 @@
-// Host side of the v2 routed-expert GEMM (moe_tc.cuh): the term pre-split and the launches.
+// Host side of the v2 / v3 routed-expert GEMMs (moe_tc.cuh, moe_tc_v3.cuh): the term pre-split
+// and the launches.
 #include "backend/cuda/moe_tc.h"
 
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/moe_tc.cuh"
+#include "backend/cuda/moe_tc_v3.cuh"
 #include "common/env.h"
 
 namespace deepinfer::cuda::kernels {
@@ -56,12 +58,23 @@ void launch(const moe_tc::Args& a, dim3 grid, cudaStream_t s) {
   k<<<grid, Sh::kThreads, Sh::kSmem, s>>>(a);
 }
 
+// v3 (moe_tc_v3.cuh): BM 64 × BN 256, 4 stages, 1 CTA (8 warps) per SM. The shared memory it
+// needs (137 KiB) and no more, so the rest of the unified L1 caches the scale words it reads.
+void launch_v3(const moe_tc::Args& a, dim3 grid, cudaStream_t s) {
+  namespace v3 = moe_tc_v3;
+  auto* k = v3::moe_tc_v3_kernel;
+  static std::atomic<uint64_t> attr_set{0};
+  opt_in_smem_per_device(attr_set, k, v3::kSmem, /*max_carveout=*/false);
+  grid.x = static_cast<unsigned>((a.N + v3::BN - 1) / v3::BN);
+  k<<<grid, v3::kThreads, v3::kSmem, s>>>(a);
+}
+
 }  // namespace
 
 int moe_tc_variant() {
   static const int v = [] {
     const std::string& s = env().cuda_moe_tc;
-    return s == "v1" ? 0 : s == "v2" ? 1 : s == "v2n256" ? 3 : 2;
+    return s == "v1" ? 0 : s == "v2" ? 1 : s == "v2n256" ? 3 : s == "v3" ? 4 : 2;
   }();
   return v;
 }
@@ -115,6 +128,7 @@ void moe_tc_experts(int variant, const uint16_t* terms, int64_t x_rows, int64_t 
   if (tile_rows == 32) launch<32, 4, 6, 2>(a, grid, s);
   else if (variant == 2) launch<64, 4, 3, 2>(a, grid, s);
   else if (variant == 3) launch<64, 8, 4, 1>(a, grid, s);
+  else if (variant == 4) launch_v3(a, grid, s);
   else launch<64, 4, 4, 1>(a, grid, s);
 }
 

@@ -13,7 +13,9 @@ namespace deepinfer::cuda::kernels {
 // Which grouped kernel serves prefill-sized FP4 expert batches (env DEEPINFER_CUDA_MOE_TC):
 // 0 = "v1" (linear_tc.cuh tc_kernel), 1 = "v2": BM 64 × BN 128, 4 stages, 1 CTA (8 warps) per
 // SM, 2 = "v2s3" (default): 3 stages, 2 CTAs per SM (≤ 128 registers), 3 = "v2n256": BM 64 ×
-// BN 256, 4 stages, 16 warps (≤ 128 registers).
+// BN 256, 4 stages, 16 warps (≤ 128 registers), 4 = "v3" (moe_tc_v3.cuh): BM 64 × BN 256, warp
+// tiles 32 × 64, 4 stages, 1 CTA (8 warps) per SM, empty m16 fragments skipped — all of them the
+// same bits for every slot (v1's arithmetic). 32-row tiles always run v2's BM 32 kernel.
 int moe_tc_variant();
 // m-tile rows for a batch: 32 for decode-sized batches (≤ 24 slots per expert on average: one
 // sparse tile per picked expert, v2 <BM 32, 6 stages, 2 CTAs/SM> streams the weights), else 64.
@@ -35,7 +37,7 @@ void moe_tc_split_terms(const float* x, int64_t rows, int64_t K, uint16_t* terms
 // written), W_e [N, K] e2m1 with scales [ceil(N/block_rows), ceil(K/block_cols)] (ue8m0 bytes,
 // or f32 when scale_f32). terms: moe_tc_split_terms of x ([x_rows, K]). perm / row_off /
 // tile_off from moe_group with tile_rows (32: the BM 32 kernel whatever `variant` says; 64: the
-// variant). out [slots, N].
+// variant, 0..4 as moe_tc_variant; 0 runs v2 (callers run v1 through experts_tc)). out [slots, N].
 void moe_tc_experts(int variant, const uint16_t* terms, int64_t x_rows, int64_t x_div,
                     const int32_t* perm, const int32_t* row_off, const int32_t* tile_off,
                     int tile_rows, int64_t slots, int64_t num_experts, const void* const* w_table,
