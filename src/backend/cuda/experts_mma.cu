@@ -7,6 +7,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/experts_mma.cuh"
 #include "backend/cuda/experts_mma_v2.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
 
@@ -52,23 +53,10 @@ void launch_v2(const emma::Args& a, cudaStream_t s) {
     per_sm_cache[dev & 63].store(per_sm, std::memory_order_relaxed);
   }
   const int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
-  if (kProductPdl) {
-    // A programmatic dependent of the split kernel (experts_mma_v2.cuh): starts while the split
-    // runs; the kernel waits for it before reading x. Plain launch if the attribute is refused.
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(grid));
-    cfg.blockDim = dim3(emma2::kThreads);
-    cfg.dynamicSmemBytes = emma2::kSmem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, kernel, a) == cudaSuccess) return;
-    cudaGetLastError();
-  }
-  kernel<<<static_cast<unsigned>(grid), emma2::kThreads, emma2::kSmem, s>>>(a);
+  // With kProductPdl a programmatic dependent of the split kernel (experts_mma_v2.cuh): starts
+  // while the split runs; the kernel waits for it before reading x.
+  pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emma2::kThreads), emma2::kSmem, s,
+              kProductPdl, a);
 }
 
 }  // namespace

@@ -37,6 +37,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/pdl.cuh"
+
 namespace deepinfer::cuda::kernels::emma {
 
 constexpr int kWarps = 4;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   // Session 7: the product kernel may be launched as a programmatic dependent (experts_mma_v2):
   // let it start now; it waits (griddepcontrol.wait) for this grid before reading the planes.
   // A no-op when the next launch is an ordinary one.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  pdl::launch_dependents();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * K;
   float m = 0.f;

@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_v2_kernel(co
   }
   // The x planes and row exponents come from the split kernel this one may overlap (PDL): wait
   // for it (and its memory) before setup_pass / the first B load. Returns at once without PDL.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl::wait();
   float acc[kMaxNT][4];
   Pass ps;
   int cj = 0;

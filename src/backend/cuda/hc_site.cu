@@ -35,6 +35,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -76,18 +77,6 @@ struct ExpandArgs {  // kernels.h HcExpandIn
   const float* comb;
   float* x_new;
 };
-
-__device__ __forceinline__ void grid_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void grid_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // 16 bytes global → shared, asynchronously; valid = false writes zeros (reads nothing).
 __device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
@@ -181,13 +170,13 @@ __global__ void __launch_bounds__(kRowsThreads)
   const int64_t chunk = blockIdx.x, c0 = chunk * kChunk;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsPerCta;
   stage_w(ws, fn, d, c0, d.N, t, kRowsThreads);  // a weight: before the wait
-  grid_wait();
+  pdl::wait();
   const int rows = static_cast<int>(min(static_cast<int64_t>(kRowsPerCta), d.S - r0));
   stage_x<kExpand>(xs, x, ex, d, r0, rows, c0, t, kRowsThreads);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  grid_launch_dependents();
+  pdl::launch_dependents();
   const int64_t s = r0 + warp;
   if (s < d.S && lane <= d.N) {
     const float* xr = xs + warp * kPitch;
@@ -211,7 +200,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const int nch = static_cast<int>(min(static_cast<int64_t>(kCpc), d.chunks - chunk0));
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
   stage_w(smem, fn, d, chunk0 * kChunk, kMaxN, t, kTileThreads);  // a weight: before the wait
-  grid_wait();
+  pdl::wait();
   stage_x<kExpand>(smem + kMaxN * kPitch, x, ex, d, r0, kTileRows, chunk0 * kChunk, t,
                    kTileThreads);
   cp_async_commit();
@@ -233,7 +222,7 @@ __global__ void __launch_bounds__(kTileThreads)
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (i == 0) grid_launch_dependents();
+    if (i == 0) pdl::launch_dependents();
     const float* ws = stage;
     const float* xs = stage + kMaxN * kPitch;
     float acc[4][3], ss = 0.f;
@@ -369,8 +358,8 @@ __global__ void __launch_bounds__(kFinishThreads)
     csc1 = __ldg(scale + 1);
     csc2 = __ldg(scale + 2);
   }
-  grid_wait();
-  grid_launch_dependents();
+  pdl::wait();
+  pdl::launch_dependents();
 
   // This CTA's X columns to registers first: their loads overlap the reduction below.
   float xv[kFinishPerThread][kHc];
@@ -462,27 +451,6 @@ __global__ void __launch_bounds__(kFinishThreads)
     for (int k = 0; k < kHc; ++k) comb[s * kHc * kHc + j * kHc + k] = cm[j][k];
 }
 
-// kernel<<<grid, block, smem, s>>>(args...), with PDL allowed when pdl.
-template <typename... KArgs, typename... Args>
-void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-            bool pdl, Args... args) {
-  if (!pdl) {
-    kernel<<<grid, block, smem, s>>>(static_cast<KArgs>(args)...);
-    return;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-}
-
 template <bool kExpand>
 void launch_partial(HcSiteMode mode, const float* x, const float* fn, const Site& d, float* part,
                     const ExpandArgs& ex, cudaStream_t s, bool pdl) {
@@ -491,19 +459,19 @@ void launch_partial(HcSiteMode mode, const float* x, const float* fn, const Site
   };
   const unsigned chunks = static_cast<unsigned>(d.chunks);
   if (mode == HcSiteMode::kRows) {
-    launch(hc_site_rows_kernel<kExpand>, dim3(chunks, y_blocks(kRowsPerCta)), dim3(kRowsThreads),
+    pdl::launch(hc_site_rows_kernel<kExpand>, dim3(chunks, y_blocks(kRowsPerCta)), dim3(kRowsThreads),
            0, s, pdl, x, fn, d, part, ex);
   } else if (mode == HcSiteMode::kTile1) {
     constexpr int smem = kTileStage * 4;  // 46.5 KB: no opt-in needed
     static_assert(smem <= 48 * 1024, "kTile1 stage");
-    launch(hc_site_tile_kernel<1, kExpand>, dim3(chunks, y_blocks(kTileRows)), dim3(kTileThreads),
+    pdl::launch(hc_site_tile_kernel<1, kExpand>, dim3(chunks, y_blocks(kTileRows)), dim3(kTileThreads),
            smem, s, pdl, x, fn, d, part, ex);
   } else {
     constexpr int smem = 2 * kTileStage * 4;
     static std::atomic<uint64_t> done{0};
     opt_in_smem_per_device(done, hc_site_tile_kernel<kGroup, kExpand>, smem);
     const unsigned groups = static_cast<unsigned>((d.chunks + kGroup - 1) / kGroup);
-    launch(hc_site_tile_kernel<kGroup, kExpand>, dim3(groups, y_blocks(kTileRows)),
+    pdl::launch(hc_site_tile_kernel<kGroup, kExpand>, dim3(groups, y_blocks(kTileRows)),
            dim3(kTileThreads), smem, s, pdl, x, fn, d, part, ex);
   }
 }
@@ -516,7 +484,7 @@ void launch_finish(int cps, const float* x, const float* part, const float* base
   const int colblocks = static_cast<int>((d.H + kFinishCols - 1) / kFinishCols);
   const dim3 grid(static_cast<unsigned>(d.S), static_cast<unsigned>(colblocks + (head ? 0 : 1)));
   auto* k = cps == 1 ? hc_site_finish_kernel<kHc, 1> : hc_site_finish_kernel<kHc, kGroup>;
-  launch(k, grid, dim3(kFinishThreads), 0, s, pdl, x, part, base, scale, d, iters, hc_eps,
+  pdl::launch(k, grid, dim3(kFinishThreads), 0, s, pdl, x, part, base, scale, d, iters, hc_eps,
          norm_eps, head, prefetch_x, colblocks, post, comb, out);
 }
 
