@@ -16,9 +16,10 @@ struct Env {
   // DEEPINFER_GEMV_EXPERTS: the CUDA routed-expert GEMV of decode batches, 2 (default: the
   // session-5 kernel, gemv_experts.cuh) or 1 (the session-4 kernel); same bits, kept to compare.
   int gemv_experts_version = 2;
-  // DEEPINFER_EXPERTS_MMA: 1 (default) | 0 — CUDA routed experts of decode batches (<= 128 slots,
-  // not --batch-invariant) on the tensor cores (experts_mma.cuh, FP4 with 1x32 ue8m0 scales), or
-  // 0: the streaming GEMV (DEEPINFER_GEMV_EXPERTS picks which). Not the same bits as the GEMV.
+  // DEEPINFER_EXPERTS_MMA: 1 (default) | 0 — CUDA routed experts of decode batches (<= 128 slots)
+  // on the tensor cores (experts_mma.cuh, FP4 with 1x32 ue8m0 scales), or 0: the streaming GEMV
+  // (DEEPINFER_GEMV_EXPERTS picks which). Not the same bits as the GEMV. Under --batch-invariant
+  // DEEPINFER_BI_EXPERTS decides instead.
   bool experts_mma = true;
   // DEEPINFER_GEMV_DENSE: old|single|multi|deep — CUDA dense products at decode-sized M (M <= 8,
   // not --batch-invariant): old = session 5 (gemv.cuh, one launch per weight); single = the
