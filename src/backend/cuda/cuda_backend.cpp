@@ -621,16 +621,14 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   // and it reads each expert once per 8 of its tokens. Chosen on the layout alone (slots = 1),
   // never on the slot count, so one arithmetic serves every batch.
   static const bool bi_mma_wanted = env().bi_experts == "mma";
-  const ProjectionTable& tg = t->gate_up;
-  const ProjectionTable& td = t->down;
-  const bool bi_mma =
-      st_->batch_invariant && bi_mma_wanted && E_all <= 1024 &&
-      kernels::experts_mma_supported(tg.fmt, 1, E_all, tg.s.size() > 0, tg.scale_f32, tg.gemv_vec, tg.N,
-                                     tg.K, tg.br, tg.bc) &&
-      kernels::experts_mma_supported(td.fmt, 1, E_all, td.s.size() > 0, td.scale_f32, td.gemv_vec, td.N,
-                                     td.K, td.br, td.bc);
-  if (bi_mma && (!kernels::experts_mma_supported(tg.fmt, slots, E_all, true, false, true, tg.N, tg.K, 1, 32) ||
-                 !kernels::experts_mma_supported(td.fmt, slots, E_all, true, false, true, td.N, td.K, 1, 32)))
+  // Whether experts_mma takes projection pt's layout for n slots.
+  auto mma_fits = [&](const ProjectionTable& pt, int64_t n) {
+    return kernels::experts_mma_supported(pt.fmt, n, E_all, pt.s.size() > 0, pt.scale_f32,
+                                          pt.gemv_vec, pt.N, pt.K, pt.br, pt.bc);
+  };
+  const bool bi_mma = st_->batch_invariant && bi_mma_wanted && E_all <= 1024 &&
+                      mma_fits(t->gate_up, 1) && mma_fits(t->down, 1);
+  if (bi_mma && (!mma_fits(t->gate_up, slots) || !mma_fits(t->down, slots)))
     return InvalidArgument("moe_experts: " + std::to_string(slots) +
                            " slots exceed the 32-bit indexing of the batch-invariant tensor-core "
                            "experts (split the batch)");
@@ -762,12 +760,8 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // fixed; this rests on the tensor core summing a column independently of the others, which
     // the bitwise tests of cuda_experts_mma_test check on the device).
     static const bool mma = env().experts_mma;
-    auto use_mma = [&](const ProjectionTable& t, int64_t N, int64_t K) {
-      return (st_->batch_invariant ? bi_mma : mma) &&
-             kernels::experts_mma_supported(t.fmt, slots, E, t.s.size() > 0, t.scale_f32, t.gemv_vec, N,
-                                            K, t.br, t.bc);
-    };
-    const bool mma_g = use_mma(g, 2 * I, H), mma_d = use_mma(d, H, I);
+    const bool on = st_->batch_invariant ? bi_mma : mma;
+    const bool mma_g = on && mma_fits(g, slots), mma_d = on && mma_fits(d, slots);
     // Session 7: both projections on experts_mma → moe_group's tiles of 8 rows (one work unit
     // per pass of 8 tokens: a crowded expert is spread over many warps; same bits); else one
     // "tile" per active expert (tile_rows ≥ slots), as the GEMV and session 6's variant need.
