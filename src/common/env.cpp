@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "common/logging.h"
 
@@ -109,6 +110,18 @@ Env Env::from_process() {
   if (auto v = get("DEEPINFER_GEMV_PDL")) {
     if (*v == "0" || *v == "1") e.gemv_pdl = *v == "1";
     else log_warning("DEEPINFER_GEMV_PDL='" + *v + "' is not 0 or 1; using 1");
+  }
+  for (auto [name, field] : {std::pair<const char*, std::string*>{"DEEPINFER_GEMV_KERNEL", &e.gemv_kernel},
+                             {"DEEPINFER_EXPERTS_KERNEL", &e.experts_kernel},
+                             {"DEEPINFER_SMALL_LINEAR", &e.small_linear},
+                             {"DEEPINFER_ATTENTION_KERNEL", &e.attention_kernel}}) {
+    if (auto v = get(name)) {
+      static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a", "b", "c", "d"};
+      bool ok = false;
+      for (const char* k : kNames) ok = ok || *v == k;
+      if (ok) *field = *v;
+      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4 or a..d; using auto");
+    }
   }
 
   std::string home = get("HOME").value_or("/root");

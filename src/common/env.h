@@ -68,6 +68,16 @@ struct Env {
   // DEEPINFER_GEMV_PDL: 1 (default) | 0 — launch the decode GEMV kernels with programmatic
   // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
   bool gemv_pdl = true;
+  // Session 8 kernel selectors, each "auto" (the default: the newest measured-best kernel) or
+  // "s7" (session 7's kernel, kept to compare); the kernel families document further values:
+  // DEEPINFER_GEMV_KERNEL — dense decode GEMV (M <= 8, not --batch-invariant);
+  // DEEPINFER_EXPERTS_KERNEL — routed experts of decode batches on the tensor cores;
+  // DEEPINFER_SMALL_LINEAR — dense tensor-core products at small M (linear_tc's bits);
+  // DEEPINFER_ATTENTION_KERNEL — split-key decode attention.
+  std::string gemv_kernel = "auto";
+  std::string experts_kernel = "auto";
+  std::string small_linear = "auto";
+  std::string attention_kernel = "auto";
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface
