@@ -5,7 +5,10 @@
 //   bench_structured --maskbench DIR --tokenizer DIR [--every N] [--json-out FILE]
 //                    [--ids-out FILE] [--profile FILE] [--generate N --gen-out FILE]
 //                    [--clock wall|cpu] [--dfa-digest FILE] [--cold-compile]
+//                    [--verify] [--ab] [--only SUBSTRING] [--repeat N]
 // --profile writes one JSON line per mask (time and MaskStats) for finding slow states.
+// --verify / --ab compare with MatcherOptions::keep_exit_walks off (exactness / in-process
+// timing, see below); --only and --repeat restrict the run to some schemas, driven N times.
 // bench_structured --serve --tokenizer DIR: the deepinfer side of compare.py. Reads JSON lines
 // {"schema": {...}, "docs": [[ids], ...]} from stdin and answers each with one line
 // {"compile_us": x, "mask_us": [...], "mask_errors": n, "token_not_allowed": n} (or {"error": ..}),
@@ -41,6 +44,18 @@ bool g_cpu_clock = false;
 // --cold-compile: empty the process-wide DFA build memo before every compile, so that compile
 // times do not profit from lexemes of earlier schemas (the mask cache is still shared).
 bool g_cold_compile = false;
+// --verify: drive a second matcher with MatcherOptions::keep_exit_walks off (walks below exits
+// recomputed every mask) in lockstep and count masks that differ (verify_mismatches); before
+// each step the first matcher also accepts up to two random allowed tokens and rolls them back
+// (as speculative decoding would), so kept walks must survive foreign sets being pushed/popped.
+bool g_verify = false;
+uint64_t g_verify_masks = 0, g_verify_mismatches = 0;
+std::mt19937 g_verify_rng(12345);
+// --ab: also time a matcher with keep_exit_walks off on every mask (the two alternate which goes
+// first), interleaved in one process so that both see the same machine load; reported as
+// mask_us_b. (A/B of one option, robust to the load of a shared machine.)
+bool g_ab = false;
+std::vector<double> g_ab_us;
 
 double now_us() {
   if (g_cpu_clock) {
@@ -102,19 +117,64 @@ bool drive(const std::shared_ptr<CompiledGrammar>& g, const std::shared_ptr<cons
            int* mask_errors, int* not_accepted, std::ostream* profile = nullptr,
            const std::string& label = "") {
   GrammarMatcher m(g, vocab);
+  MatcherOptions ref_opts;
+  ref_opts.keep_exit_walks = false;
+  GrammarMatcher ref(g, vocab, ref_opts);
+  std::vector<uint32_t> ref_mask(g_verify ? mask.size() : 0);
   std::vector<int32_t> seq = ids;
   seq.push_back(vocab->eos_ids()[0]);
   int step = 0;
+  std::vector<uint32_t> ab_mask(g_ab ? mask.size() : 0);
   for (int32_t id : seq) {
+    if (g_ab && (step & 1)) {
+      double t0 = now_us();
+      (void)ref.fill_mask(ab_mask.data(), ab_mask.size());
+      g_ab_us.push_back(std::max(0.0, now_us() - t0 - g_clock_overhead_us));
+    }
     double t1 = now_us();
     Status st = m.fill_mask(mask.data(), mask.size());
     double us = std::max(0.0, now_us() - t1 - g_clock_overhead_us);
     mask_us.push_back(us);
+    if (g_ab) {
+      if (!(step & 1)) {
+        double t0 = now_us();
+        (void)ref.fill_mask(ab_mask.data(), ab_mask.size());
+        g_ab_us.push_back(std::max(0.0, now_us() - t0 - g_clock_overhead_us));
+      }
+      if (!g_verify) ref.accept_token(id);  // (--verify advances ref itself)
+    }
+    if (g_verify && st.ok()) {
+      ++g_verify_masks;
+      Status rs = ref.fill_mask(ref_mask.data(), ref_mask.size());
+      if (!rs.ok() || ref_mask != mask) ++g_verify_mismatches;
+      // A speculative excursion: up to two allowed tokens (each from the mask where it is
+      // taken), rolled back; then the mask again.
+      int pushed = 0;
+      std::vector<uint32_t> cur = ref_mask;
+      std::vector<int32_t> allowed;
+      for (int k = 0; k < 2 && !m.is_terminated(); ++k) {
+        allowed.clear();
+        for (size_t w = 0; w < cur.size(); ++w) {
+          for (uint32_t bits = cur[w]; bits; bits &= bits - 1) allowed.push_back(static_cast<int32_t>(w * 32 + __builtin_ctz(bits)));
+        }
+        if (allowed.empty()) break;
+        if (!m.accept_token(allowed[g_verify_rng() % allowed.size()])) { ++g_verify_mismatches; break; }
+        ++pushed;
+        if (!m.fill_mask(cur.data(), cur.size()).ok()) break;
+      }
+      m.rollback(pushed);
+      st = m.fill_mask(mask.data(), mask.size());
+      Status rs2 = ref.fill_mask(ref_mask.data(), ref_mask.size());
+      ++g_verify_masks;
+      if (!st.ok() || !rs2.ok() || ref_mask != mask) ++g_verify_mismatches;
+      ref.accept_token(id);
+    }
     if (profile) {
       const MaskStats& ms = m.last_mask_stats();
       *profile << OJson{{"doc", label}, {"step", step}, {"us", us}, {"hit", ms.cache_hit},
                         {"frontier", ms.frontier}, {"plain", ms.plain_depth}, {"exits", ms.exits},
-                        {"exit_walks", ms.exit_walks}, {"reuses", ms.exit_reuses}, {"nodes", ms.trie_nodes},
+                        {"exit_walks", ms.exit_walks}, {"reuses", ms.exit_reuses}, {"groups", ms.exit_groups},
+                        {"pushes", ms.top_pushes}, {"top_items", ms.top_items}, {"nodes", ms.trie_nodes},
                         {"items", ms.parser_items}}.dump() << "\n";
     }
     ++step;
@@ -170,16 +230,19 @@ int serve(const std::shared_ptr<const TokenVocabulary>& vocab) {
 
 int main(int argc, char** argv) {
   std::string dir, tok_dir, json_out, ids_out, gen_out, profile_out, digest_out;
-  int every = 1, gen_per_schema = 0;
+  int every = 1, gen_per_schema = 0, repeat = 1;
+  std::string only;
   bool serve_mode = false;
   uint32_t seed = std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--serve") serve_mode = true;
     if (std::string(argv[i]) == "--cold-compile") g_cold_compile = true;
+    if (std::string(argv[i]) == "--verify") g_verify = true;
+    if (std::string(argv[i]) == "--ab") g_ab = true;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--serve" || a == "--cold-compile") { --i; continue; }
+    if (a == "--serve" || a == "--cold-compile" || a == "--verify" || a == "--ab") { --i; continue; }
     if (a == "--profile") profile_out = argv[i + 1];
     if (a == "--maskbench") dir = argv[i + 1];
     else if (a == "--tokenizer") tok_dir = argv[i + 1];
@@ -189,6 +252,8 @@ int main(int argc, char** argv) {
     else if (a == "--generate") gen_per_schema = std::stoi(argv[i + 1]);  // random documents per schema
     else if (a == "--gen-out") gen_out = argv[i + 1];
     else if (a == "--dfa-digest") digest_out = argv[i + 1];
+    else if (a == "--only") only = argv[i + 1];  // schema files whose name contains this
+    else if (a == "--repeat") repeat = std::stoi(argv[i + 1]);  // drive each document N times
     else if (a == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
     else if (a == "--seed") seed = static_cast<uint32_t>(std::stoul(argv[i + 1]));  // JSONL {file, schema, ids} for baselines
   }
@@ -223,6 +288,7 @@ int main(int argc, char** argv) {
   if (!ids_out.empty()) ids_file.open(ids_out);
   if (!profile_out.empty()) profile_file.open(profile_out);
   for (size_t fi = 0; fi < files.size(); fi += every) {
+    if (!only.empty() && files[fi].filename().string().find(only) == std::string::npos) continue;
     std::ifstream f(files[fi]);
     OJson doc = OJson::parse(f);
     ++schemas;
@@ -252,9 +318,11 @@ int main(int argc, char** argv) {
       if (ids_file) {
         ids_file << OJson{{"file", files[fi].filename().string()}, {"schema", doc["schema"]}, {"ids", *ids}}.dump() << "\n";
       }
-      drive(g->grammar, vocab, *ids, mask, mask_us, &mask_errors, &not_accepted,
-            profile_file.is_open() ? &profile_file : nullptr,
-            files[fi].filename().string() + "#" + std::to_string(instances));
+      for (int r = 0; r < repeat; ++r) {
+        drive(g->grammar, vocab, *ids, mask, mask_us, &mask_errors, &not_accepted,
+              profile_file.is_open() ? &profile_file : nullptr,
+              files[fi].filename().string() + "#" + std::to_string(instances));
+      }
     }
     // Random constrained generations: uniform over the allowed tokens (EOS taken with
     // probability 1/2 when allowed), at most 400 tokens; the bytes are checked by an
@@ -301,6 +369,16 @@ int main(int argc, char** argv) {
       {"vocab_size", vocab->vocab_size()}, {"generated", generated},
       {"generation_truncated_at_400_tokens", truncated}, {"seed", seed},
       {"clock", g_cpu_clock ? "thread_cpu" : "wall"}, {"clock_overhead_us", g_clock_overhead_us}};
+  if (g_ab) {
+    double sb = 0;
+    for (double x : g_ab_us) sb += x;
+    out["mask_us_b"] = {{"mean", g_ab_us.empty() ? 0 : sb / g_ab_us.size()}, {"p50", pct(g_ab_us, 0.5)},
+                        {"p99", pct(g_ab_us, 0.99)}, {"max", pct(g_ab_us, 1.0)}};
+  }
+  if (g_verify) {
+    out["verify_masks"] = g_verify_masks;
+    out["verify_mismatches"] = g_verify_mismatches;
+  }
   std::cout << out.dump(2) << "\n";
   if (!json_out.empty()) std::ofstream(json_out) << out.dump(2) << "\n";
   return 0;

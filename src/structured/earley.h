@@ -46,6 +46,14 @@ class EarleyParser {
   // new. A scan item at or past it is a "new" one. Only for sets made by push_scanned/push_byte.
   uint32_t copy_end() const { return copy_end_[set_begin_.size() - 1]; }
   bool can_finish() const;  // the input so far is a complete sentence
+  // The items of set k are item(set_begin(k)) .. item(set_end(k) - 1).
+  uint32_t set_begin(uint32_t k) const { return set_begin_[k]; }
+  uint32_t set_end(uint32_t k) const {
+    return k + 1 < set_begin_.size() ? set_begin_[k + 1] : static_cast<uint32_t>(items_.size());
+  }
+  // A stamp unique to this creation of set k (never reused after a pop, 64 bits: no wrap). Sets
+  // 0..k are unchanged since a moment iff set k's stamp is the same (the chart is a stack).
+  uint64_t set_stamp(uint32_t k) const { return set_gen_[k]; }
   uint64_t work() const { return work_; }
   void reset_work() { work_ = 0; }
 
@@ -65,16 +73,16 @@ class EarleyParser {
   // the first completion into a set of at least kIndexedSet items; valid while gen matches the
   // set's creation stamp (set_gen_), so a popped and re-pushed set never sees a stale index.
   struct WaitIndex {
-    uint32_t gen = 0;
+    uint64_t gen = 0;
     std::vector<std::pair<int, uint32_t>> by_symbol;
   };
   std::vector<WaitIndex> wait_;
-  std::vector<uint32_t> set_gen_;  // per set: generation_ when it was closed
-  std::vector<uint32_t> predicted_stamp_;         // per nonterminal: set id + 1 when predicted
+  std::vector<uint64_t> set_gen_;  // per set: generation_ when it was closed
+  std::vector<uint64_t> predicted_stamp_;         // per nonterminal: generation_ when predicted
   std::vector<uint32_t> hash_;                     // open addressing over the set being built
   uint32_t hash_count_ = 0;  // items of the set being built that are in hash_ (0: none)
   uint32_t hash_size_ = 0;   // the power-of-two prefix of hash_ in use
-  uint32_t generation_ = 0;
+  uint64_t generation_ = 0;
   uint64_t work_ = 0;
 };
 

@@ -1,5 +1,8 @@
 #include "structured/grammar.h"
 
+#include <array>
+#include <map>
+
 
 namespace deepinfer::structured {
 
@@ -179,7 +182,92 @@ StatusOr<std::shared_ptr<CompiledGrammar>> CompiledGrammar::compile(GrammarBuild
       if (all) { g->nullable_[l] = 1; changed = true; }
     }
   }
+  g->compute_next_bytes();
   return g;
+}
+
+void CompiledGrammar::compute_next_bytes() {
+  using Set = std::array<uint64_t, 4>;
+  const int nnt = num_nonterminals();
+  auto or_into = [](Set& a, const uint64_t* b) {
+    bool changed = false;
+    for (int w = 0; w < 4; ++w) {
+      uint64_t n = a[w] | b[w];
+      changed |= n != a[w];
+      a[w] = n;
+    }
+    return changed;
+  };
+  auto sym_nullable = [&](int s) {
+    return GrammarBuilder::is_terminal(s) ? dfas_[~s].accepting(dfas_[~s].start()) : nullable_[s] != 0;
+  };
+  // FIRST bytes of nonterminals (least fixpoint).
+  std::vector<Set> first(nnt, Set{0, 0, 0, 0});
+  auto sym_first = [&](int s) -> const uint64_t* {
+    return GrammarBuilder::is_terminal(s) ? dfas_[~s].live_bytes(dfas_[~s].start()) : first[s].data();
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t p = 0; p < num_productions(); ++p) {
+      for (uint32_t i = 0; i < rhs_len(p); ++i) {
+        int s = rhs(p, i);
+        changed |= or_into(first[lhs(p)], sym_first(s));
+        if (!sym_nullable(s)) break;
+      }
+    }
+  }
+  // suffix[k] = FIRST(rhs[k..end of its production]) and whether that suffix is nullable.
+  std::vector<Set> suffix(rhs_.size() + 1, Set{0, 0, 0, 0});
+  std::vector<uint8_t> suffix_nullable(rhs_.size() + 1, 1);
+  for (uint32_t p = 0; p < num_productions(); ++p) {
+    const uint32_t b = prod_off_[p], e = prod_off_[p + 1];
+    for (uint32_t k = e; k-- > b;) {
+      int s = rhs_[k];
+      Set cur{0, 0, 0, 0};
+      or_into(cur, sym_first(s));
+      bool nul = sym_nullable(s);
+      if (nul && k + 1 < e) or_into(cur, suffix[k + 1].data());
+      suffix[k] = cur;
+      suffix_nullable[k] = nul && (k + 1 == e || suffix_nullable[k + 1]);
+    }
+  }
+  // FOLLOW bytes of nonterminals (least fixpoint); nothing follows the start.
+  std::vector<Set> follow(nnt, Set{0, 0, 0, 0});
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t p = 0; p < num_productions(); ++p) {
+      const uint32_t b = prod_off_[p], e = prod_off_[p + 1];
+      for (uint32_t k = b; k < e; ++k) {
+        int s = rhs_[k];
+        if (GrammarBuilder::is_terminal(s)) continue;
+        if (k + 1 < e) changed |= or_into(follow[s], suffix[k + 1].data());
+        if (k + 1 == e || suffix_nullable[k + 1]) changed |= or_into(follow[s], follow[lhs(p)].data());
+      }
+    }
+  }
+  // Per terminal position: FIRST(rest) + (rest nullable ? FOLLOW(lhs) : {}), deduplicated.
+  std::map<Set, uint32_t> ids;
+  next_idx_.assign(rhs_.size(), 0);
+  next_sets_.clear();
+  auto intern = [&](const Set& x) {
+    auto it = ids.find(x);
+    if (it != ids.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(ids.size());
+    ids.emplace(x, id);
+    next_sets_.insert(next_sets_.end(), x.begin(), x.end());
+    return id;
+  };
+  intern(Set{0, 0, 0, 0});
+  for (uint32_t p = 0; p < num_productions(); ++p) {
+    const uint32_t b = prod_off_[p], e = prod_off_[p + 1];
+    for (uint32_t k = b; k < e; ++k) {
+      if (!GrammarBuilder::is_terminal(rhs_[k])) continue;
+      Set x{0, 0, 0, 0};
+      if (k + 1 < e) or_into(x, suffix[k + 1].data());
+      if (k + 1 == e || suffix_nullable[k + 1]) or_into(x, follow[lhs(p)].data());
+      next_idx_[k] = intern(x);
+    }
+  }
 }
 
 size_t CompiledGrammar::dfa_memory_bytes() const {

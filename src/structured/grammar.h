@@ -73,6 +73,15 @@ class CompiledGrammar {
   int num_nonterminals() const { return static_cast<int>(prods_of_.size()); }
   int num_terminals() const { return static_cast<int>(dfas_.size()); }
   size_t dfa_memory_bytes() const;
+  // For a terminal at rhs position (prod, dot): a superset (256 bits) of the first bytes of every
+  // lexeme that can be scanned right after it ends: FIRST(rhs[dot+1..]) and, when that suffix is
+  // nullable, FOLLOW(lhs) (bytes of a terminal: Dfa::live_bytes of its start state; nullable
+  // terminals and nonterminals are skipped over). The Earley items created when such an item's
+  // lexeme ends only scan lexemes in these sets, so a trie child whose byte is in none of them
+  // cannot be taken by those items (GrammarMatcher::walk_exits skips such exits without a push).
+  const uint64_t* next_bytes(uint32_t prod, uint32_t dot) const {
+    return next_sets_.data() + 4 * static_cast<size_t>(next_idx_[prod_off_[prod] + dot]);
+  }
 
 
  private:
@@ -84,6 +93,9 @@ class CompiledGrammar {
   std::vector<Dfa> dfas_;
   std::vector<std::string> terminal_names_;
   uint32_t start_prod_ = 0;
+  std::vector<uint32_t> next_idx_;   // per rhs position: index of its set in next_sets_
+  std::vector<uint64_t> next_sets_;  // distinct 256-bit sets, 4 words each
+  void compute_next_bytes();
 };
 
 }  // namespace deepinfer::structured

@@ -34,10 +34,15 @@ struct CachedMask {
   struct Exit {
     uint32_t node;
     uint32_t states_offset;  // into exit_states: one DFA state per frontier entry
+    // A superset of the first bytes of the node's children whose subtrees hold tokens the
+    // cached bits do not allow yet (256 bits; all ones after a skip-trie walk): a pushed set
+    // whose new scan items take none of them adds nothing below the exit (session 8: e.g. the
+    // ~110 digit prefixes where a number can end, whose children are digits, cost no walk).
+    uint64_t child_bytes[4];
   };
   std::vector<Exit> exits;
   std::vector<uint32_t> exit_states;
-  size_t bytes() const { return patch.size() * 8 + exits.size() * 8 + exit_states.size() * 4 + 96; }
+  size_t bytes() const { return patch.size() * 8 + exits.size() * sizeof(Exit) + exit_states.size() * 4 + 96; }
 };
 
 struct TokenVocabulary::MaskCache {

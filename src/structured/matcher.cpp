@@ -118,6 +118,10 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
   uint32_t* idx = lv.idx.data();
   uint32_t* sts = lv.sts.data();
   uint32_t* cnt = lv.cnt.data();
+  // Record walks over the full trie: per depth, the exit (index in record->exits) of the last
+  // node visited there, or -1.
+  if (record) lv.exit_at.assign(depths, -1);
+  int32_t* exit_at = lv.exit_at.data();
   {
     uint32_t c = 0;
     for (size_t j = 0; j < m; ++j) {
@@ -171,6 +175,14 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
     const TrieNode& n = trie[i];
     if (n.plain_len_of(plain_cls) <= skip_plain_len) { i = n.subtree_end; continue; }  // plain_mask covers it
     size_t rel = n.depth - base_depth;
+    if (record && !orig) {
+      // Child bytes of the exits (CachedMask::Exit::child_bytes): a visited node's byte goes to
+      // its parent's set when the parent is an exit. Children skipped above hold only tokens
+      // the plain mask allows already, so leaving their bytes out changes no mask.
+      const int32_t pe = exit_at[rel - 1];
+      if (pe >= 0) record->exits[pe].child_bytes[n.byte >> 6] |= 1ull << (n.byte & 63);
+      exit_at[rel] = -1;
+    }
     if (first_bytes && rel == 1 && !((first_bytes[n.byte >> 6] >> (n.byte & 63)) & 1)) {
       i = n.subtree_end;  // the caller's walk covers this subtree
       continue;
@@ -204,10 +216,17 @@ Status GrammarMatcher::walk(uint32_t parent, CachedMask* record,
     if (accept && n.subtree_end > i + 1) {
       const uint32_t* cur = full_states(rel);
       if (record) {
-        exit_key_.assign(reinterpret_cast<const char*>(cur), m * sizeof(uint32_t));
-        auto ins = exit_dedup_.emplace(exit_key_, static_cast<uint32_t>(record->exit_states.size()));
-        if (ins.second) record->exit_states.insert(record->exit_states.end(), cur, cur + m);
-        record->exits.push_back({orig ? orig[i] : i, ins.first->second});
+        bool inserted = false;
+        const uint32_t vid = exit_dedup_.id(cur, m, &inserted);
+        if (inserted) {
+          dedup_offset_.push_back(static_cast<uint32_t>(record->exit_states.size()));
+          record->exit_states.insert(record->exit_states.end(), cur, cur + m);
+        }
+        // Over the skip trie (plain subtrees left out) an exit's children are not all visited:
+        // all 256 bits (no filtering); over the full trie they are filled as children are visited.
+        const uint64_t init = orig ? ~0ull : 0ull;
+        record->exits.push_back(CachedMask::Exit{orig ? orig[i] : i, dedup_offset_[vid], {init, init, init, init}});
+        if (!orig) exit_at[rel] = static_cast<int32_t>(record->exits.size() - 1);
       } else {
         work_ = work;
         uint32_t child = push_id(push, cur, m);
@@ -324,6 +343,7 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
   const uint32_t* plain = vocab_->plain_mask(d, cls);
   record_bits_.assign(plain, plain + words);
   exit_dedup_.clear();
+  dedup_offset_.clear();
   // Skip plain subtrees whose tokens plain_mask(d) covers, or all of them (see no_longer).
   uint32_t skip = no_longer ? TrieNode::kNotPlain - 1u : d;
   *status = walk(0, entry.get(), skip, cls, record_bits_.data(), nullptr, 0, 0, nullptr);
@@ -349,149 +369,6 @@ std::shared_ptr<const CachedMask> GrammarMatcher::frontier_mask(Status* status) 
   slot.bytes += entry->bytes();
   slot.entries.emplace(frontier_key_, entry);
   return entry;
-}
-
-uint32_t GrammarMatcher::push_id(uint32_t parent, const uint32_t* states, size_t n) {
-  exit_key_.assign(reinterpret_cast<const char*>(&parent), sizeof(parent));
-  exit_key_.append(reinterpret_cast<const char*>(states), n * sizeof(uint32_t));
-  auto it = push_ids_.find(exit_key_);
-  if (it != push_ids_.end()) return it->second;
-  return push_ids_.emplace(exit_key_, static_cast<uint32_t>(push_ids_.size() + 1)).first->second;
-}
-
-Status GrammarMatcher::walk_below_exit(uint32_t node, uint32_t child_id, const uint32_t* scan_states,
-                                       uint32_t* bits, const Collect* collect, uint32_t level,
-                                       bool pushed) {
-  const TrieNode& n = vocab_->trie()[node];
-  const int32_t* toks = vocab_->trie_tokens().data();
-  uint64_t key = (static_cast<uint64_t>(child_id) << 32) | vocab_->forest_id(node);
-  if (const ExitMemo::Slot* hit = exit_memo_.find(key)) {
-    ++stats_.exit_reuses;
-    for (uint32_t k = hit->first; k < hit->last; ++k) {
-      int32_t t = toks[n.tok_end + memo_tokens_[k]];
-      bits[t >> 5] |= 1u << (t & 31);
-    }
-    if (collect) {
-      for (uint32_t k = hit->first; k < hit->last; ++k) {
-        collect->out->push_back(n.tok_end + memo_tokens_[k] - collect->base);
-      }
-    }
-    return OkStatus();
-  }
-  ++stats_.exit_walks;
-  while (levels_.size() <= level + 1) levels_.push_back(std::make_unique<WalkLevel>());
-  std::vector<uint32_t>& local = levels_[level + 1]->collected;
-  local.clear();
-  if (pushed || parser_.push_scanned(scan_states)) {
-    uint64_t first[4];
-    new_scan_bytes(first);
-    // Only children whose byte a new item takes need this set (most exits have none).
-    const auto& trie = vocab_->trie();
-    bool any = false;
-    for (uint32_t j = node + 1; j < n.subtree_end && !any; j = trie[j].subtree_end) {
-      any = (first[trie[j].byte >> 6] >> (trie[j].byte & 63)) & 1;
-    }
-    Status s;
-    if (any) {
-      Collect c{&local, n.tok_end};
-      s = walk(node, nullptr, 0, plain_text::kJson, bits, &c, level + 1, child_id, first);
-    }
-    if (!pushed) parser_.pop_sets(1);
-    DI_RETURN_IF_ERROR(s);
-  }
-  uint32_t first = static_cast<uint32_t>(memo_tokens_.size());
-  memo_tokens_.insert(memo_tokens_.end(), local.begin(), local.end());
-  exit_memo_.insert(key, first, static_cast<uint32_t>(memo_tokens_.size()));
-  if (collect) {
-    for (uint32_t r : local) collect->out->push_back(n.tok_end + r - collect->base);
-  }
-  return OkStatus();
-}
-
-void GrammarMatcher::ExitMemo::clear() {
-  if (++stamp == 0) {  // wrapped: forget every slot for real
-    for (Slot& sl : slots) sl.stamp = 0;
-    stamp = 1;
-  }
-  count = 0;
-}
-
-const GrammarMatcher::ExitMemo::Slot* GrammarMatcher::ExitMemo::find(uint64_t key) const {
-  if (slots.empty()) return nullptr;
-  const size_t mask = slots.size() - 1;
-  for (size_t h = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; h = (h + 1) & mask) {
-    const Slot& sl = slots[h];
-    if (sl.stamp != stamp) return nullptr;
-    if (sl.key == key) return &sl;
-  }
-}
-
-void GrammarMatcher::ExitMemo::insert(uint64_t key, uint32_t first, uint32_t last) {
-  if (2 * (count + 1) > slots.size()) {  // grow (at most half full), keeping this mask's slots
-    std::vector<Slot> old = std::move(slots);
-    slots.assign(std::max<size_t>(64, old.size() * 2), Slot{0, 0, 0, 0});
-    uint32_t s = stamp;
-    stamp = 1;
-    count = 0;
-    for (const Slot& sl : old) if (sl.stamp == s) insert(sl.key, sl.first, sl.last);
-  }
-  const size_t mask = slots.size() - 1;
-  size_t h = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;
-  while (slots[h].stamp == stamp && slots[h].key != key) h = (h + 1) & mask;
-  if (slots[h].stamp != stamp) ++count;
-  slots[h] = Slot{key, stamp, first, last};
-}
-
-void GrammarMatcher::new_scan_bytes(uint64_t out[4]) const {
-  out[0] = out[1] = out[2] = out[3] = 0;
-  const uint32_t copy_end = parser_.copy_end();
-  for (uint32_t idx : parser_.scan_items()) {
-    if (idx < copy_end) continue;
-    const uint64_t* b = grammar_->dfa(parser_.item_terminal(idx)).live_bytes(parser_.item(idx).dfa);
-    for (int w = 0; w < 4; ++w) out[w] |= b[w];
-  }
-}
-
-Status GrammarMatcher::walk_exits(const CachedMask& cached, const std::vector<uint32_t>& scans,
-                                  uint32_t* bits) {
-  // Exits grouped by their state vector: one push serves every exit of a group that is not
-  // memoized already.
-  exit_memo_.clear();
-  memo_tokens_.clear();
-  push_ids_.clear();
-  exit_scan_states_.resize(scans.size());
-  stats_.exits = static_cast<uint32_t>(cached.exits.size());
-  // The cached exits are sorted by state vector (frontier_mask).
-  const uint32_t kTop = 0xFFFFFFFFu;
-  bool pushed = false, tried = false;  // the set for `tried_offset` is on the parser (or empty)
-  uint32_t tried_offset = 0;
-  uint32_t child = 0, child_offset = 0;
-  bool have_child = false;
-  Status status;
-  for (const auto& ex : cached.exits) {
-    if (!have_child || child_offset != ex.states_offset) {
-      child = push_id(kTop, &ex.states_offset, 1);
-      child_offset = ex.states_offset;
-      have_child = true;
-    }
-    bool memoized = exit_memo_.find((static_cast<uint64_t>(child) << 32) | vocab_->forest_id(ex.node)) != nullptr;
-    if (!memoized) {
-      if (!tried || tried_offset != ex.states_offset) {
-        if (pushed) parser_.pop_sets(1);
-        for (size_t i = 0; i < scans.size(); ++i) {
-          exit_scan_states_[i] = cached.exit_states[ex.states_offset + scan_to_frontier_[i]];
-        }
-        pushed = parser_.push_scanned(exit_scan_states_.data());
-        tried = true;
-        tried_offset = ex.states_offset;
-      }
-      if (!pushed) continue;  // the parser dies at this exit: nothing below it is allowed
-    }
-    status = walk_below_exit(ex.node, child, nullptr, bits, nullptr, 0, !memoized);
-    if (!status.ok()) break;
-  }
-  if (pushed) parser_.pop_sets(1);
-  return status;
 }
 
 Status GrammarMatcher::fill_mask(uint32_t* bitmask, size_t num_words) {

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "structured/earley.h"
 #include "structured/grammar.h"
+#include "structured/id_table.h"
 #include "structured/mask_cache.h"
 #include "structured/token_vocabulary.h"
 
@@ -28,7 +29,10 @@ struct MaskStats {
   int plain_class = 0;          // of this plain measure (plain_text.h: class, bytes / code points)
   uint32_t exits = 0;           // exits with tokens below them
   uint32_t exit_walks = 0;      // parser walks below exits, at any depth
-  uint32_t exit_reuses = 0;     // walks below exits taken from the per-mask memo instead
+  uint32_t exit_reuses = 0;     // walks below exits taken from a memo instead
+  uint32_t exit_groups = 0;     // distinct state vectors among the exits (sets pushed on the top set)
+  uint32_t top_pushes = 0;      // sets pushed on the top set (the others' first bytes were kept)
+  uint32_t top_items = 0;       // items of the top set (its skeleton's length)
   uint64_t trie_nodes = 0;      // trie nodes stepped
   uint64_t parser_items = 0;    // Earley items created
 };
@@ -39,6 +43,12 @@ struct MatcherOptions {
   uint64_t max_work_per_mask = 4'000'000;
   // Memory for cached masks per (grammar, vocabulary); the cache is cleared when full.
   size_t max_cache_bytes = 128u << 20;
+  // Session-8 fast paths below exits (all exact): parser walks below the top set's exits kept
+  // across masks (keyed by the top set's skeleton, see GrammarMatcher::skeleton_id), and exits
+  // skipped by byte filters (CompiledGrammar::next_bytes, CachedMask::Exit::child_bytes). False
+  // recomputes every walk and filters nothing (the session-7 path; structured_walk_memo_test and
+  // bench_structured --verify compare the two).
+  bool keep_exit_walks = true;
 };
 
 class GrammarMatcher {
@@ -78,6 +88,7 @@ class GrammarMatcher {
     std::vector<uint32_t> expand, scan_states;
     std::vector<uint32_t> collected;  // tokens allowed below the exit being walked at this level
     std::vector<uint32_t> idx, sts, cnt, full;  // sparse alive lexemes per depth (see walk)
+    std::vector<int32_t> exit_at;                // record walks: exit of the node per depth
   };
   // Tokens allowed below an exit are also appended here, as offsets from `base`.
   struct Collect {
@@ -109,8 +120,10 @@ class GrammarMatcher {
   // scan item of the top set) is pushed unless the walk is memoized or `pushed` already holds it.
   // Only children whose byte is in new_scan_bytes() are walked (the caller walks on past the
   // exit for the rest).
+  // The offsets found are memo_tokens_[*first .. *last) when first/last are given.
   Status walk_below_exit(uint32_t node, uint32_t child_id, const uint32_t* scan_states,
-                         uint32_t* bits, const Collect* collect, uint32_t level, bool pushed);
+                         uint32_t* bits, const Collect* collect, uint32_t level, bool pushed,
+                         uint32_t* first = nullptr, uint32_t* last = nullptr);
   uint32_t push_id(uint32_t parent, const uint32_t* states, size_t n);
   Status walk_exits(const CachedMask& cached, const std::vector<uint32_t>& scans, uint32_t* bits);
 
@@ -136,16 +149,41 @@ class GrammarMatcher {
   std::string frontier_key_;
   std::vector<uint32_t> scan_to_frontier_;
   std::vector<std::unique_ptr<WalkLevel>> levels_;
-  std::unordered_map<std::string, uint32_t> exit_dedup_;   // record walk: state vector -> offset
-  std::string exit_key_;
+  IdTable exit_dedup_;                 // record walk: state vector -> id
+  std::vector<uint32_t> dedup_offset_;  // id -> offset in the entry's exit_states
   std::vector<uint32_t> record_bits_;  // the bits of a cache miss, before they become a patch
   // Per fill_mask. A set pushed at an exit is a function of the set below it and the DFA states
-  // pushed, so it gets an id from (parent id, states) (the top set is id 0); the walk below an
-  // exit is a function of that id and the forest below the node: (id, forest) -> allowed token
-  // offsets from the node's tok_end, in memo_tokens_.
-  std::unordered_map<std::string, uint32_t> push_ids_;
-  // (push id, forest) -> [first, last) in memo_tokens_: open addressing, emptied per mask by a
-  // stamp (no allocation per mask once grown).
+  // pushed, so it gets an id from (parent id, states); the walk below an exit is a function of
+  // that id and the forest below the node: (id, forest) -> allowed token offsets from the node's
+  // tok_end, in memo_tokens_.
+  //
+  // Kept across masks (session 8): the walks below the exits of the top set T. The set pushed
+  // on T is a function of T's items without their DFA states (prod, dot, origin; T's scan items'
+  // states enter only through the states pushed), of the origin sets they reach and of the
+  // states pushed. T's origins are < t or = t (T itself); every set they reach is at most M =
+  // the largest origin < t, and sets 0..M are unchanged iff set M's stamp is
+  // (EarleyParser::set_stamp). So T's *skeleton* key is (M, stamp(M), T's items (prod, dot,
+  // origin, origin t written as "self")): equal keys and equal states pushed give equal pushed
+  // sets, hence equal walks, whatever was accepted or rolled back in between. Inside a JSON
+  // string every mask has the same skeleton, so its ~22 closing-quote walks run once per string.
+  // Top-level push ids (skeleton id, scan states) carry kTopBit, so they never equal a per-mask
+  // id; top_memo_ maps (top id, forest) -> offsets in top_tokens_.
+  static constexpr uint32_t kTopBit = 0x80000000u;
+  uint32_t skeleton_id();  // of the parser's top set; assigns a new id when unseen
+  void trim_top_memo();    // empties the kept tables when they grow past their bounds
+  IdTable skel_ids_, top_ids_;
+  std::vector<uint32_t> skel_key_, push_key_;
+  std::vector<uint32_t> top_tokens_;
+  struct TopFirst {
+    bool known = false;
+    uint64_t bytes[4] = {0, 0, 0, 0};  // new_scan_bytes() of the pushed set (0: it dies)
+  };
+  std::vector<TopFirst> top_first_;  // per top-level push id (without kTopBit)
+  std::vector<const uint64_t*> scan_next_;  // per scan item of the top set: next_bytes
+  std::vector<const Dfa*> scan_dfa_;        // per scan item: its lexeme's automaton
+  IdTable push_ids_;
+  // (push id, forest) -> [first, last) in memo_tokens_: open addressing, emptied by a stamp
+  // (no allocation per mask once grown).
   struct ExitMemo {
     struct Slot {
       uint64_t key;
@@ -157,7 +195,7 @@ class GrammarMatcher {
     const Slot* find(uint64_t key) const;
     void insert(uint64_t key, uint32_t first, uint32_t last);
   };
-  ExitMemo exit_memo_;
+  ExitMemo exit_memo_, top_memo_;
   std::vector<uint32_t> memo_tokens_;
   std::vector<uint32_t> exit_scan_states_;
   MaskStats stats_;
