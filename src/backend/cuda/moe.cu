@@ -11,17 +11,20 @@ __device__ __forceinline__ float score_of(float l, int scoring) {
   return sqrtf(sp);
 }
 
-// One warp per token; lane l holds the experts l, l + 32, ... (E <= 32·kRoutePer = 1024). Selection:
+// One warp per token; lane l holds the experts l, l + 32, ... (E <= 32·kPer: kPer = 8 for
+// E <= 256, V4's 256 experts, else 32 for E <= 1024; the unused slots of a lane are −inf and
+// skipped, so both instantiations give the same bits). Selection:
 // k rounds, each a warp argmax over the candidates strictly after the previous pick in
 // (score + bias descending, expert id ascending) order — the CPU's partial-sort order. Softmax
 // statistics are per-lane sums in expert order, then a fixed xor tree. The weights sum the k
 // picks in pick order (lane 0), as the CPU does.
-constexpr int kRoutePer = 32;
+constexpr int kRoutePerMax = 32;
 
 __device__ __forceinline__ void better(float& v, int32_t& e, float ov, int32_t oe) {
   if (oe >= 0 && (e < 0 || ov > v || (ov == v && oe < e))) v = ov, e = oe;
 }
 
+template <int kRoutePer>
 __global__ void moe_route_kernel(const float* logits, const float* bias, const int32_t* hash_ids,
                                  int64_t S, int64_t E, int64_t k, int scoring, float scaling,
                                  bool renormalize, int32_t* ids, float* weights,
@@ -184,10 +187,15 @@ __global__ void softmax_pool_kernel(const float* values, const float* scores, in
 void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
                int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
                int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s) {
-  if (S > 0)
-    moe_route_kernel<<<grid_for(S, 4), 128, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
-                                                    routed_scaling, renormalize, ids, weights,
-                                                    error_flag);
+  if (S <= 0) return;
+  if (E <= 32 * 8)
+    moe_route_kernel<8><<<grid_for(S, 4), 128, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
+                                                       routed_scaling, renormalize, ids, weights,
+                                                       error_flag);
+  else
+    moe_route_kernel<kRoutePerMax><<<grid_for(S, 4), 128, 0, s>>>(
+        logits, bias, hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights,
+        error_flag);
 }
 
 void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,

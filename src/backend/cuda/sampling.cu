@@ -205,20 +205,57 @@ __device__ __forceinline__ bool kept(float s, int t, const Filter& f) {
 
 // Greedy: argmax of the raw row, ties to the lowest id; a NaN at id 0 wins as on the host (its
 // comparisons are all false there), NaN elsewhere never does.
-__device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
-  float bv = -INFINITY;
-  int bi = INT_MAX;
-  for (int64_t t = threadIdx.x; t < V; t += kThreads) {
-    const float v = x[t];
-    if (v > bv || (v == bv && static_cast<int>(t) < bi)) {
-      bv = v;
-      bi = static_cast<int>(t);
-    }
+// Argmax by (value descending, id ascending); NaN never wins (its comparisons are false).
+__device__ __forceinline__ void take(float v, int t, float& bv, int& bi) {
+  if (v > bv || (v == bv && t < bi)) {
+    bv = v;
+    bi = t;
   }
+}
+
+// The row is streamed with 16-byte loads, four in flight per thread, into four independent
+// (value, id) chains merged with the same comparator: the argmax (ties to the lowest id) does not
+// depend on the order the elements are visited in, so this is the scalar loop's result.
+__device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
+  float bv[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int bi[4] = {INT_MAX, INT_MAX, INT_MAX, INT_MAX};
+  int64_t done = 0;
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const int64_t n4 = V / 4;
+    constexpr int kU = 4;
+    int64_t j = threadIdx.x;
+    for (; j + (kU - 1) * kThreads < n4; j += kU * kThreads) {
+      float4 v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = __ldg(x4 + j + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int t = static_cast<int>(4 * (j + u * kThreads));
+        take(v[u].x, t, bv[u], bi[u]);
+        take(v[u].y, t + 1, bv[u], bi[u]);
+        take(v[u].z, t + 2, bv[u], bi[u]);
+        take(v[u].w, t + 3, bv[u], bi[u]);
+      }
+    }
+    for (; j < n4; j += kThreads) {
+      const float4 v = __ldg(x4 + j);
+      const int t = static_cast<int>(4 * j);
+      take(v.x, t, bv[0], bi[0]);
+      take(v.y, t + 1, bv[0], bi[0]);
+      take(v.z, t + 2, bv[0], bi[0]);
+      take(v.w, t + 3, bv[0], bi[0]);
+    }
+    done = 4 * n4;
+  }
+  for (int64_t t = done + threadIdx.x; t < V; t += kThreads)
+    take(x[t], static_cast<int>(t), bv[0], bi[0]);
+#pragma unroll
+  for (int u = 1; u < 4; ++u) take(bv[u], bi[u], bv[0], bi[0]);
   // Values as doubles: the float order is kept exactly, so the reduction is the same argmax.
   double best;
   int id;
-  block_argmax(bi == INT_MAX ? -INFINITY : static_cast<double>(bv), bi, sh, &best, &id);
+  block_argmax(bi[0] == INT_MAX ? -INFINITY : static_cast<double>(bv[0]), bi[0], sh, &best, &id);
   if (isnan(x[0]) || id == INT_MAX) return 0;
   return id;
 }
