@@ -70,6 +70,27 @@ Status linear_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std:
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv launch failed");
       });
     }
+    // Session 8: the v3 kernel (gemv_v3.cuh, TMA ring), each option variant (DEEPINFER_GEMV_KERNEL
+    // v1 = auto, v2 two CTAs per SM, v3 deep ring, v4 integer e4m3 decode, a f16 bit-move decode).
+    if (l.fmt == 0 || l.fmt == 1) {
+      for (int v = 1; v <= 5; ++v) {
+        const std::string vn = v == 5 ? std::string("a") : cat("v", std::to_string(v));
+        const std::string op3 = v == 1 ? cat("gemv3 ", l.name) : cat("gemv3 ", vn, " ", l.name);
+        if (!only.empty() && op3.find(only) == std::string::npos) continue;
+        cuda::kernels::Gemv3Options o3;
+        cuda::kernels::gemv3_options_for(vn.c_str(), &o3);
+        const int passes = cuda::kernels::gemv3_passes(l.fmt, M, K, o3);
+        const std::string shape3 = cat("x", backend::shape_str(x.shape()), " w", w.w.describe(), " (",
+                                       std::to_string(passes), " pass)");
+        ctx.measure(phase, op3, shape3, bytes, flops, [&] {
+          if (!cuda::kernels::gemv3_linear(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
+                                           l.groups, w.block_rows, w.block_cols, out.data<float>(),
+                                           ctx.stream(), false, o3))
+            return Internal("gemv3 refused the layout");
+          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv3 launch failed");
+        });
+      }
+    }
     // Session 6: the pipelined kernel (gemv_multi.cuh) with one projection, both variants, and
     // whatever CudaBackend::linear dispatches to at this M (GEMV, or linear_tc above it).
     const bool plain = l.groups == 1 && cuda::kernels::gemv_multi_supported(l.fmt, K, l.fmt == 1, 128);
@@ -141,11 +162,19 @@ Status multi_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::
     const std::string ops[] = {cat("multi ", st.name, ": separate, gemv (session 5)"),
                                cat("multi ", st.name, ": separate, gemv2"),
                                cat("multi ", st.name, ": one launch, gemv2"),
-                               cat("multi ", st.name, ": one launch, gemv2 deep")};
-    for (int v = 0; v < 4; ++v) {
+                               cat("multi ", st.name, ": one launch, gemv2 deep"),
+                               cat("multi ", st.name, ": one launch, gemv3"),
+                               cat("multi ", st.name, ": one launch, gemv3 v2")};
+    for (int v = 0; v < 6; ++v) {
       if (!only.empty() && ops[v].find(only) == std::string::npos) continue;
       ctx.measure(phase, ops[v], shape, bytes, flops, [&]() -> Status {
-        if (v == 0) {
+        if (v >= 4) {
+          cuda::kernels::Gemv3Options o3;
+          o3.ctas_per_sm = v == 5 ? 2 : 1;
+          if (!cuda::kernels::gemv3_multi(st.fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
+                                          false, M, K, br, bc, ctx.stream(), false, o3))
+            return Internal("gemv3_multi refused the layout");
+        } else if (v == 0) {
           for (size_t j = 0; j < ws.size(); ++j)
             cuda::kernels::gemv_linear(st.fmt, x.data<float>(), pr[j].w, pr[j].scale, false, M,
                                        st.N[j], K, 1, br, bc, pr[j].out, ctx.stream());
@@ -180,7 +209,9 @@ Status chain_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::
   const std::string eight = "chain 8 x fp8 4 MB (4096>1024, 1024>4096 alternating)";
   const std::string backend_attn = "chain attention fp8 via CudaBackend (env DEEPINFER_GEMV_PDL)";
   auto wanted = [&](const std::string& op) { return only.empty() || op.find(only) != std::string::npos; };
-  if (!wanted(attn) && !wanted(eight) && !wanted(backend_attn) && !wanted("pdl")) return OkStatus();
+  if (!wanted(attn) && !wanted(eight) && !wanted(backend_attn) && !wanted("pdl") &&
+      !wanted("chain attention fp8 gemv3") && !wanted("gemv3]"))
+    return OkStatus();
   namespace k = cuda::kernels;
   const int64_t H = m.hidden, QL = m.q_lora, KV = m.head_dim, HD = m.heads * m.head_dim;
   const int64_t OG = m.o_groups, OL = m.o_lora;
@@ -258,6 +289,40 @@ Status chain_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::
     if (wanted(op_e)) ctx.measure(phase, op_e, eight_shape, eight_bytes, eight_f, [&] { return eight_chain(v.pdl); });
   }
   k::gemv_set_pdl_prefetch_bytes(saved);
+  // Session 8: the same chains on the v3 kernel (gemv_v3.cuh), PDL off / on, v1 and v2.
+  for (int v : {1, 2}) {
+    k::Gemv3Options o3;
+    o3.ctas_per_sm = v;
+    auto lin3 = [&](const Weight& w, const Tensor& in, int64_t G, Tensor& out, bool pdl) {
+      return k::gemv3_linear(1, in.data<float>(), w.w.raw(), w.scale.raw(), false, M, w.rows() / G, w.cols(), G,
+                             w.block_rows, w.block_cols, out.data<float>(), s, pdl, o3);
+    };
+    for (bool pdl : {false, true}) {
+      const std::string tagv = cat(" [gemv3", v == 2 ? " v2" : "", pdl ? ", pdl on]" : ", pdl off]");
+      const std::string op_a = cat("chain attention fp8 gemv3: wq_a+wkv > rms_norm > wq_b > wo_a > wo_b", tagv);
+      const std::string op_e = cat(eight, tagv);
+      if (wanted(op_a))
+        ctx.measure(phase, op_a, attn_shape, attn_bytes, attn_f, [&]() -> Status {
+          const k::GemvProjection pr[2] = {{wq_a.w.raw(), wq_a.scale.raw(), q.data<float>(), QL},
+                                           {wkv.w.raw(), wkv.scale.raw(), kv.data<float>(), KV}};
+          if (!k::gemv3_multi(1, x.data<float>(), pr, 2, false, M, H, 128, 128, s, pdl, o3))
+            return Internal("gemv3_multi refused wq_a + wkv");
+          DI_RETURN_IF_ERROR(ctx.backend().rms_norm(q, &norm_w, 1e-6f, qn));
+          if (!lin3(wq_b, qn, 1, hb, pdl) || !lin3(wo_a, hb, OG, o, pdl) || !lin3(wo_b, o, 1, y, pdl))
+            return Internal("gemv3 refused a chain weight");
+          return ok();
+        });
+      if (wanted(op_e))
+        ctx.measure(phase, op_e, eight_shape, eight_bytes, eight_f, [&]() -> Status {
+          for (int i = 0; i < 8; ++i) {
+            const bool okl = i % 2 == 0 ? lin3(ring[i], i % 4 == 0 ? a0 : a1, 1, b0, pdl)
+                                        : lin3(ring[i], b0, 1, i % 4 == 1 ? a1 : a0, pdl);
+            if (!okl) return Internal("gemv3 refused a chain weight");
+          }
+          return ok();
+        });
+    }
+  }
   if (wanted(backend_attn)) {
     ctx.measure(phase, backend_attn, attn_shape, attn_bytes, attn_f, [&]() -> Status {
       const Weight* ws[2] = {&wq_a, &wkv};

@@ -9,6 +9,9 @@
 // Session 7: phase "gemv chain M=<M>" (M ≤ 8): chains of back-to-back decode GEMVs (one attention
 // block's dense products; 8 wq_a-sized FP8 GEMVs) with programmatic dependent launch off / on,
 // µs per chain with the L2 flushed only before the chain.
+// Session 8: "gemv3 <shape>" / "gemv3 v2..v4 <shape>" (gemv_v3.cuh, the TMA-ring kernel and its
+// option variants) beside "gemv <shape>" (session 7's gemv_linear) and "backend linear <shape>"
+// (the dispatch, DEEPINFER_GEMV_KERNEL); "multi ...: one launch, gemv3"; the chains with gemv3.
 #pragma once
 
 #include <string>

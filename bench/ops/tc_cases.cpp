@@ -12,6 +12,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/linear_tc_gemv.h"
+#include "backend/cuda/linear_tc_small.h"
 #include "device_fill.h"
 #include "tc_cases.h"
 
@@ -90,7 +91,8 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
     const bool want_wq = only.empty() || std::string("linear_wq ").append(l.name).find(only) != std::string::npos;
     const bool want_gtc = only.empty() || std::string("gemv_tc ").append(l.name).find(only) != std::string::npos;
     const bool want_gemv = only.empty() || std::string("gemv_linear ").append(l.name).find(only) != std::string::npos;
-    if (!want_tc && !want_wq && !want_gtc && !want_gemv) continue;
+    const bool want_small = only.empty() || std::string("small ").append(l.name).find(only) != std::string::npos;
+    if (!want_tc && !want_wq && !want_gtc && !want_gemv && !want_small) continue;
     const int64_t GN = l.groups * l.N, K = l.K;
     DI_ASSIGN_OR_RETURN(Weight w, make_weight(ctx, l.fmt, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
@@ -144,6 +146,39 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
                                       ws.defined() ? ws.data<float>() : nullptr, ctx.stream());
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_gemv launch failed");
       });
+    }
+    // Session 8: linear_tc_small (linear_tc_small.cuh): linear_tc's bits, weights through a ring in
+    // shared memory; "small" with the batch-invariant split (cp.async fill), "small default split"
+    // with the default mode's (when it differs), "small tma" the batch-invariant split with the
+    // TMA bulk-copy fill, "small v3" with x split into terms per warp, "small wide" with 256-byte
+    // ring slots per row (DEEPINFER_SMALL_LINEAR=v2 / v3 / v4); PDL launches, as
+    // CudaBackend::linear makes them.
+    if (want_small && cuda::kernels::linear_tc_small_supported(l.fmt, w.w.raw(), x.data<float>(), M, K, bc > 0, w.block_cols)) {
+      const int64_t bi_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+      const int64_t def_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/false);
+      // 0: bi split, 1: default split, 2: bi split + TMA fill, 3: bi split + x split per warp,
+      // 4: bi split + 256-byte slots, 5: default split + 256-byte slots
+      for (int plan = 0; plan < 6; ++plan) {
+        if (plan == 5 && def_split == bi_split) continue;
+        if (plan == 1 && def_split == bi_split) continue;
+        const int64_t k_split = plan == 1 || plan == 5 ? def_split : bi_split;
+        Tensor ws;
+        if (k_split < K) {
+          DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+        }
+        const char* mode = plan == 0 ? "" : plan == 1 ? " default split" : plan == 2 ? " tma"
+                           : plan == 3 ? " v3" : plan == 4 ? " wide" : " wide default split";
+        ctx.measure(phase, cat("small", mode, " ", l.name, " (", std::to_string((K + k_split - 1) / k_split),
+                               " splits)"),
+                    shape, bytes, flops, [&] {
+          cuda::kernels::linear_tc_small(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
+                                         l.groups, w.block_rows, w.block_cols, k_split,
+                                         out.data<float>(), ws.defined() ? ws.data<float>() : nullptr,
+                                         ctx.stream(), /*pdl=*/true, /*bulk=*/plan == 2,
+                                         /*share_x=*/plan != 3, /*wide=*/plan >= 4);
+          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_small launch failed");
+        });
+      }
     }
     // The default mode's decode GEMV (gemv.cu; CudaBackend::linear without --batch-invariant).
     if (want_gemv && M <= cuda::kernels::kGemvMaxRows && cuda::kernels::gemv_supported(l.fmt, K, bc > 0, w.block_cols)) {

@@ -13,6 +13,8 @@
 //  - x rows of very different magnitudes (2^-60 … 2^60, a zero row) and unaligned x;
 //  - session 7: the kernel variants (1 = session 6, 2 = the default, 3 = 2 with more registers)
 //    give the same bits on every output (memcmp), since each output's operations are the same;
+//  - session 8: v3 (variants 4, 5) equal to the others bit for bit in every check above, and
+//    against a double reference and session 7's kernel for 1, 2, 8, 16 and 64 tokens;
 //  - session 7, --batch-invariant: one token's slot outputs are the same bits (memcmp) when it
 //    runs alone and in batches of 16, 64 and 2048 tokens, at other positions, with its experts
 //    in another order and one of them crowded by other tokens (several passes of 8 tokens), for
@@ -180,14 +182,18 @@ class CudaExpertsMma : public ::testing::Test {
     int32_t* g8 = static_cast<int32_t*>(grp8.data());
     kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E, kernels::kExpertsMmaTileRows, g8,
                        g8 + slots, g8 + slots + E + 1, static_cast<int32_t*>(flag.data()), nullptr);
-    for (int variant : {kernels::kExpertsMmaV1, kernels::kExpertsMmaV2, kernels::kExpertsMmaV2Regs, -1}) {
+    // Session 8: v3 (variants 4 and 5) on both groupings (-4, -5: 8-row tiles).
+    for (int variant : {kernels::kExpertsMmaV1, kernels::kExpertsMmaV2, kernels::kExpertsMmaV2Regs, -1,
+                        kernels::kExpertsMmaV3, kernels::kExpertsMmaV3w16, -kernels::kExpertsMmaV3,
+                        -kernels::kExpertsMmaV3w16}) {
       const std::vector<float> other =
-          variant < 0 ? run(true, st, dx, x_rows, x_div, slots, E, g8, 0, kernels::kExpertsMmaTileRows)
-                      : run(true, st, dx, x_rows, x_div, slots, E, g, variant);
+          variant == -1 ? run(true, st, dx, x_rows, x_div, slots, E, g8, 0, kernels::kExpertsMmaTileRows)
+          : variant < 0 ? run(true, st, dx, x_rows, x_div, slots, E, g8, -variant, kernels::kExpertsMmaTileRows)
+                        : run(true, st, dx, x_rows, x_div, slots, E, g, variant);
       int64_t first = -1;
       for (size_t i = 0; i < nw.size() && first < 0; ++i)
         if (std::memcmp(&nw[i], &other[i], 4) != 0) first = static_cast<int64_t>(i);
-      EXPECT_EQ(first, -1) << "variant " << variant << " (-1: 8-row tiles) differs from the default at slot "
+      EXPECT_EQ(first, -1) << "variant " << variant << " (< 0: 8-row tiles) differs from the default at slot "
                            << first / st.N << " row " << first % st.N << ": " << other[first] << " vs "
                            << nw[first];
     }
@@ -337,6 +343,113 @@ TEST_F(CudaExpertsMma, MatchesDoubleAndGemvAtV4ShapesForDecodeBatches) {
   }
 }
 
+// Session 8: v3 (experts_mma_v3.cuh, variants 4 and 5) at V4 shapes for 1, 2, 8, 16 and 64
+// tokens (6 … 384 slots; expert 5 in every token from 2 on, so one expert has up to 64 rows:
+// several 8-row tiles; one bad id), each projection: against a double reference (worst error /
+// Σ|x·w| at most max(2 × session 7's, 16u)), against session 7's 12-warp kernel (within 1e-5 of
+// the row max, then bit for bit: the same operations), every grouped output written and the
+// bad-id rows untouched.
+TEST_F(CudaExpertsMma, V3MatchesDoubleAndSession7AtV4Shapes) {
+  const int64_t E = 256, k = 6, H = 4096, I = 2048;
+  Set gate_up, down;
+  gate_up.P = down.P = 40;
+  gate_up.N = 2 * I, gate_up.K = H;
+  down.N = H, down.K = I;
+  make_set(gate_up, E);
+  make_set(down, E);
+  if (HasFatalFailure()) return;
+  for (int64_t B : {1, 2, 8, 16, 64}) {
+    std::vector<int32_t> ids = route(B, k, E, B >= 2);
+    ids[(B * k) / 2 + (B > 1 ? 1 : 0)] = B % 2 ? static_cast<int32_t>(E + 1) : -1;  // one bad id
+    for (int proj = 0; proj < 2; ++proj) {
+      const Set& st = proj == 0 ? gate_up : down;
+      const int64_t x_div = proj == 0 ? k : 1;
+      const std::vector<float> x = proj == 0 ? randn(B, H, 1.f) : randn(B * k, I, 0.3f);
+      const std::string what = std::string(proj == 0 ? "gate_up" : "down") + " B=" + std::to_string(B);
+      SCOPED_TRACE(what + ", seed " + std::to_string(seed_));
+      const int64_t slots = B * k, x_rows = static_cast<int64_t>(x.size()) / st.K;
+      DeviceBuffer dids = dev_alloc(slots * 4), g1 = dev_alloc((slots + 2 * (E + 1)) * 4),
+                   g8 = dev_alloc((slots + 2 * (E + 1)) * 4), flag = dev_alloc(16), dx = dev_alloc(x.size() * 4);
+      ASSERT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(flag.data(), 0, 16), cudaSuccess);
+      auto* p1 = static_cast<int32_t*>(g1.data());
+      auto* p8 = static_cast<int32_t*>(g8.data());
+      const auto* did = static_cast<const int32_t*>(dids.data());
+      kernels::moe_group(did, slots, E, static_cast<int>(slots), p1, p1 + slots, p1 + slots + E + 1,
+                         static_cast<int32_t*>(flag.data()), nullptr);
+      kernels::moe_group(did, slots, E, kernels::kExpertsMmaTileRows, p8, p8 + slots, p8 + slots + E + 1,
+                         static_cast<int32_t*>(flag.data()), nullptr);
+      const float* xp = static_cast<const float*>(dx.data());
+      const int t8 = kernels::kExpertsMmaTileRows;
+      const std::vector<float> s7 = run(true, st, xp, x_rows, x_div, slots, E, p8, kernels::kExpertsMmaV2Regs, t8);
+      struct Run {
+        const char* name;
+        std::vector<float> out;
+      };
+      const Run runs[] = {
+          {"v3 12w, 8-row tiles", run(true, st, xp, x_rows, x_div, slots, E, p8, kernels::kExpertsMmaV3, t8)},
+          {"v3 16w, 8-row tiles", run(true, st, xp, x_rows, x_div, slots, E, p8, kernels::kExpertsMmaV3w16, t8)},
+          {"v3 12w, one tile per expert", run(true, st, xp, x_rows, x_div, slots, E, p1, kernels::kExpertsMmaV3)},
+      };
+      const uint32_t kFill = 0xFFFFFFFFu;
+      auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+      for (const Run& r : runs) {
+        SCOPED_TRACE(r.name);
+        int64_t n_bad_written = 0, n_unwritten = 0, n_far = 0, n_bits = 0;
+        for (int64_t sl = 0; sl < slots; ++sl) {
+          const bool bad = ids[sl] < 0 || ids[sl] >= E;
+          double row_max = 0;
+          for (int64_t n = 0; n < st.N; ++n) row_max = std::max(row_max, std::fabs(double(s7[sl * st.N + n])));
+          for (int64_t n = 0; n < st.N; ++n) {
+            const float a = r.out[sl * st.N + n], b = s7[sl * st.N + n];
+            if (bad) {
+              n_bad_written += bits(a) != kFill;
+              continue;
+            }
+            if (bits(a) == kFill) {
+              ++n_unwritten;
+              continue;
+            }
+            if (!(std::fabs(double(a) - double(b)) <= 1e-5 * row_max)) {
+              if (n_far < 3)
+                ADD_FAILURE() << "slot " << sl << " (expert " << ids[sl] << ") row " << n << ": v3 " << a
+                              << " vs s7 " << b << " (row max " << row_max << ")";
+              ++n_far;
+            }
+            n_bits += bits(a) != bits(b);
+          }
+        }
+        EXPECT_EQ(n_bad_written, 0) << "outputs of a bad-id slot were written";
+        EXPECT_EQ(n_unwritten, 0) << "outputs of grouped slots were not written";
+        EXPECT_EQ(n_far, 0) << "outputs off session 7's by more than 1e-5 of the row max";
+        EXPECT_EQ(n_bits, 0) << "outputs not bitwise equal to session 7's (same operations expected)";
+        // Double reference on sampled outputs.
+        double err_v3 = 0, err_s7 = 0;
+        for (int64_t sl = 0; sl < slots; ++sl) {
+          if (ids[sl] < 0 || ids[sl] >= E) continue;
+          const int64_t pset = ids[sl] % st.P;
+          const float* xr = x.data() + (sl / x_div) * st.K;
+          for (int64_t n = (sl * 5) % 37; n < st.N; n += st.N / 32) {
+            double sum = 0, mag = 0;
+            for (int64_t kk = 0; kk < st.K; ++kk) {
+              const double pr = double(xr[kk]) * deq(st, pset, n, kk);
+              sum += pr;
+              mag += std::fabs(pr);
+            }
+            if (mag == 0) continue;
+            const double e3 = std::fabs(double(r.out[sl * st.N + n]) - sum) / mag;
+            err_v3 = std::isnan(e3) ? INFINITY : std::max(err_v3, e3);
+            err_s7 = std::max(err_s7, std::fabs(double(s7[sl * st.N + n]) - sum) / mag);
+          }
+        }
+        std::printf("%s %s: worst |err| / sum|x*w|: v3 %.3g, s7 %.3g\n", what.c_str(), r.name, err_v3, err_s7);
+        EXPECT_LE(err_v3, std::max(2 * err_s7, 16 * kU)) << "v3 error vs double above max(2 x s7's, 16u)";
+      }
+    }
+  }
+}
+
 // 128 slots: 16 tokens × top-8, expert 5 in every token (16 rows: two passes of 8 tokens, the
 // 4-tile path), expert 9 in half of them, the rest random; one bad id; rows of 2^-60 … 2^60 and
 // a zero row.
@@ -403,6 +516,10 @@ TEST_F(CudaExpertsMma, SlotBitsDoNotDependOnTheBatch) {
       {64, 63, rot, 0, t8},     {64, 0, rev, kernels::kExpertsMmaV1, 0},
       {2048, 1000, rev, 0, t8}, {2048, 0, ident, kernels::kExpertsMmaV1, 0},
       {2048, 2047, rot, kernels::kExpertsMmaV2Regs, t8},
+      // session 8: v3 (both builds, both groupings)
+      {1, 0, rot, kernels::kExpertsMmaV3, t8},      {16, 3, ident, kernels::kExpertsMmaV3, t8},
+      {64, 31, rev, kernels::kExpertsMmaV3w16, t8}, {2048, 7, rot, kernels::kExpertsMmaV3, t8},
+      {2048, 2047, ident, kernels::kExpertsMmaV3w16, 0},
   };
   std::vector<float> ref_gu, ref_dn;  // [k][N] in probe order, from configs[0]
   for (const Config& c : configs) {

@@ -245,7 +245,30 @@ TEST_F(CudaGemv, MatchesDoubleAndCpuInEveryFormat) {
         ASSERT_TRUE(st.ok()) << st.to_string();
         ASSERT_TRUE(gpu_->synchronize().ok());
         Tensor be = to_host(*out);
-        EXPECT_EQ(0, std::memcmp(be.data<float>(), got.data<float>(), M * R * 4))
+        // Session 8: with DEEPINFER_GEMV_KERNEL auto | v1..v4 the dispatch runs gemv_v3.cuh where
+        // it takes the layout (its own arithmetic, checked here against double too), else the s7
+        // kernel above.
+        Tensor want_be = got;
+        kernels::Gemv3Options o3;
+        const int kf = kernel_fmt(c.f);
+        if (kernels::gemv3_options_for(env().gemv_kernel.c_str(), &o3) && (kf == 0 || kf == 1) &&
+            c.G <= 8 && kernels::gemv3_supported(kf, c.K, kf == 1, hw.block_cols) &&
+            kernels::gemv3_dispatch_takes(o3, kf, R, c.K, c.G)) {
+          const int passes = kernels::gemv3_passes(kf, M, c.K, o3);
+          auto b3 = DeviceBuffer::allocate(std::max<int64_t>(M * R, 4) * 4);
+          ASSERT_TRUE(b3.ok());
+          if (passes >= 1 && passes <= 2 &&
+              kernels::gemv3_linear(kf, static_cast<const float*>(dx.dev.raw()), dw.w.raw(),
+                                    dw.scale.defined() ? dw.scale.raw() : nullptr,
+                                    c.f == Fmt::kFp8F32Scale, M, c.N, c.K, c.G, hw.block_rows,
+                                    hw.block_cols, static_cast<float*>(b3->data()), nullptr, false, o3)) {
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            want_be = Tensor::empty(DType::kF32, {M, R});
+            ASSERT_EQ(cudaMemcpy(want_be.raw(), b3->data(), M * R * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            expect_within(what + " v3 vs double", want_be.data<float>(), ref.val, ref.abs, n, seed_);
+          }
+        }
+        EXPECT_EQ(0, std::memcmp(be.data<float>(), want_be.data<float>(), M * R * 4))
             << what << ": CudaBackend::linear differs from the GEMV (not dispatched to it?)";
       }
     }

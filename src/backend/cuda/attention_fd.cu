@@ -53,6 +53,11 @@
 //   P (A of P·V) from the S accumulators: a0 = keys 2t..2t+1 of row g (n-tile 0 c0, c1),
 //     a1 = row g + 8 (n-tile 0 c2, c3), a2 = n-tile 1 c0, c1, a3 = n-tile 1 c2, c3.
 //
+// Session 8: this is variant "s7" (DEEPINFER_ATTENTION_KERNEL=s7); the helpers it shares with
+// attention_fd_v1.cu / attention_fd_v2.cu (fragment loaders, mma, the split, the unit cut, the
+// sink, Args, the combine kernel) moved unchanged to attention_fd_common.cuh, and attention_fd()
+// below dispatches on the variant.
+//
 // Batch invariance: a token's cut depends on its key count and the plan (under
 // --batch-invariant: on its key count only), every block runs the same instructions whatever
 // else is in the grid, and the batch may be walked in slices: the bits of a token never depend
@@ -62,21 +67,15 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/attention_fd.h"
+#include "backend/cuda/attention_fd_common.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
 
-constexpr int kH = kFdHeads;       // heads per block (M)
-constexpr int kD = kFdWidth;       // K = V width
-constexpr int kNc = kFdChunkKeys;  // keys per chunk
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowB = kD * 2;      // bytes of one fp16 row
-constexpr int kPartRow = kFdPartRow;
-constexpr int kMaxGridUnits = kFdMaxGridUnits;
-constexpr unsigned kFull = 0xffffffffu;
 
 constexpr int kQhOff = 0;
 constexpr int kQlOff = kQhOff + kH * kRowB;
@@ -88,61 +87,10 @@ constexpr int kSmemBytes = kRawOff + 2 * kRawBytes;  // 229376
 static_assert(kSmemBytes + 256 + 4 * kThreads <= 227 * 1024, "attention_fd: shared memory");
 static_assert(kWarps * 8 * 32 * 4 <= kRawBytes, "attention_fd: the S exchange fits a raw tile");
 
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * kRowB + ((chunk ^ (row & 7)) << 4));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// d += a·b (fp16 in, fp32 accumulate).
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
-               "l"(__cvta_generic_to_global(src)));
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst),
-               "l"(__cvta_generic_to_global(src)));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Every group of this thread complete (its copies visible to it; others' after a barrier).
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 // The 4 warps of m-tile mt (w = mt, mt + 4, mt + 8, mt + 12); ids 1-4 (0 is __syncthreads).
 __device__ __forceinline__ void mtile_barrier(int mt) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(1 + mt), "r"(128) : "memory");
 }
-
-// (hi, lo) of two scaled values as packed fp16 pairs (the lower k index in the low half).
-__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  const __half2 h = __floats2half2_rn(x0, x1);
-  const float2 hf = __half22float2(h);
-  const __half2 l = __floats2half2_rn(__fsub_rn(x0, hf.x), __fsub_rn(x1, hf.y));
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = *reinterpret_cast<const uint32_t*>(&l);
-}
-// t such that max·2^t lies in [2^14, 2^15), clamped to [−60, 60]; 0 for 0 or non-finite.
-__device__ __forceinline__ int scale_exp(float mx) {
-  if (!(mx > 0.f) || !isfinite(mx)) return 0;
-  const int t = 14 - ilogbf(mx);
-  return t < -60 ? -60 : (t > 60 ? 60 : t);
-}
-__device__ __forceinline__ float pow2(int t) { return __int_as_float((127 + t) << 23); }
 
 // Block-wide max (16 warps) through red[16]; every thread gets it. red must not be rewritten
 // before the caller's next __syncthreads.
@@ -157,53 +105,6 @@ __device__ __forceinline__ float block_max16(float v, float* red) {
   return m;
 }
 
-// The cut of a token of `chunks` chunks (attention_fd.h AttentionFdPlan).
-__host__ __device__ __forceinline__ void unit_layout(int64_t chunks, int chunks_per_unit,
-                                                     int grid_units, int& n_units,
-                                                     int64_t& per_unit) {
-  if (chunks <= 0) {
-    n_units = 1;
-    per_unit = 0;
-    return;
-  }
-  int64_t n = (chunks + chunks_per_unit - 1) / chunks_per_unit;
-  n = n > grid_units ? grid_units : n;
-  n = n < 1 ? 1 : n;
-  per_unit = (chunks + n - 1) / n;
-  n_units = static_cast<int>((chunks + per_unit - 1) / per_unit);  // no empty unit
-}
-
-// The sink joins the denominator (attention.cu's finish_scale): false when the output is zeros.
-__device__ __forceinline__ bool finish_scale(float m, float l, const float* sink, bool any_key,
-                                             float& cs, float& total) {
-  float mf = m;
-  cs = 1.f;
-  total = l;
-  if (sink) {
-    mf = fmaxf(m, *sink);
-    cs = m == -INFINITY ? 0.f : expf(m - mf);
-    total = fmaf(l, cs, expf(*sink - mf));
-  }
-  return any_key && m != -INFINITY && total > 0.f;
-}
-
-struct Args {
-  const float* q;       // [S, nH, 512] (this slice)
-  const float* kv;      // [T, 1, 512]
-  const int32_t* offs;  // [S + 1] (this slice; absolute positions in ids)
-  const int32_t* ids;   // [nnz]
-  int64_t nnz, nH, T;
-  const float* sinks;   // [nH] or null
-  float scale;
-  float* out;           // [S, nH, 512] (this slice)
-  float* parts;         // [S, grid_units, nH, kPartRow] (this slice) or null when grid_units == 1
-  int chunks_per_unit, grid_units;
-  bool aligned;         // kv 16-byte aligned: 16-byte copies
-  bool q_aligned;
-  int32_t* error_flag;
-};
-
-// Issues (and commits as one group) the copies of rows [kb, kb + n) (n ≤ 16) of the list into the
 // raw tile at raw_s; rows past n and bad ids are zero-filled, their validity goes to valid[r].
 __device__ __forceinline__ void issue_chunk(const Args& p, int kb, int n, uint32_t raw_s,
                                             float* raw, int* valid) {
@@ -525,89 +426,29 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   }
 }
 
-// One block per (token, head) of tokens with more than one unit; thread i owns channels
-// 4i … 4i + 3. With M = max_u m_u and w_u = exp(m_u − M) (0 for a unit without a valid key),
-// l = Σ_u l_u·w_u and a = Σ_u a_u·w_u, units in order; then the sink as attention.cu does.
-__global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
-  __shared__ float m_s[kMaxGridUnits], l_s[kMaxGridUnits], w_s[kMaxGridUnits];
-  const int tid = threadIdx.x;
-  const int64_t s = blockIdx.x / p.nH, h = blockIdx.x % p.nH;
-  int64_t begin = p.offs[s], end = p.offs[s + 1];
-  if (begin < 0 || end < begin || end > p.nnz) begin = end = 0;  // flagged by the main kernel
-  const int64_t chunks = (end - begin + kNc - 1) / kNc;
-  int n_units;
-  int64_t per_unit;
-  unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit);
-  if (n_units == 1) return;  // finished by its block
-  const int64_t stride = p.nH * kPartRow;  // between units of a token
-  const float* part0 = p.parts + (s * p.grid_units * p.nH + h) * kPartRow;
-  if (tid < n_units) {
-    m_s[tid] = part0[tid * stride];
-    l_s[tid] = part0[tid * stride + 1];
-  }
-  __syncthreads();
-  float M = -INFINITY;
-  for (int u = 0; u < n_units; ++u) M = fmaxf(M, m_s[u]);
-  if (tid < n_units) w_s[tid] = m_s[tid] == -INFINITY ? 0.f : expf(m_s[tid] - M);
-  __syncthreads();
-  float L = 0.f;
-  float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-  int u = 0;
-  // Session 7: 16 loads in flight (was 4; a batch-1 CSA token has 40 units), summed in unit
-  // order exactly as before.
-  constexpr int kInFlight = 16;
-  for (; u + kInFlight <= n_units; u += kInFlight) {
-    float4 v[kInFlight];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k)
-      v[k] = reinterpret_cast<const float4*>(part0 + (u + k) * stride + 4)[tid];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const float w = w_s[u + k];
-      L = fmaf(l_s[u + k], w, L);
-      a.x = fmaf(v[k].x, w, a.x);
-      a.y = fmaf(v[k].y, w, a.y);
-      a.z = fmaf(v[k].z, w, a.z);
-      a.w = fmaf(v[k].w, w, a.w);
-    }
-  }
-  if (u < n_units) {  // the rest (< 16 units): all loads issued first, then summed in order
-    float4 v[kInFlight];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k)
-      if (u + k < n_units) v[k] = reinterpret_cast<const float4*>(part0 + (u + k) * stride + 4)[tid];
-#pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      if (u + k >= n_units) break;
-      const float w = w_s[u + k];
-      L = fmaf(l_s[u + k], w, L);
-      a.x = fmaf(v[k].x, w, a.x);
-      a.y = fmaf(v[k].y, w, a.y);
-      a.z = fmaf(v[k].z, w, a.z);
-      a.w = fmaf(v[k].w, w, a.w);
-    }
-  }
-  float cs, total;
-  const bool ok = finish_scale(M, L, p.sinks ? p.sinks + h : nullptr, end > begin, cs, total);
-  float4 o;
-  o.x = ok ? __fdiv_rn(__fmul_rn(a.x, cs), total) : 0.f;
-  o.y = ok ? __fdiv_rn(__fmul_rn(a.y, cs), total) : 0.f;
-  o.z = ok ? __fdiv_rn(__fmul_rn(a.z, cs), total) : 0.f;
-  o.w = ok ? __fdiv_rn(__fmul_rn(a.w, cs), total) : 0.f;
-  reinterpret_cast<float4*>(p.out + (s * p.nH + h) * kD)[tid] = o;
-}
-
-int64_t slice_tokens_of(const AttentionFdPlan& plan, int64_t S, int64_t nH) {
-  if (plan.grid_units <= 1 || plan.parts_floats == 0) return S;
-  return plan.parts_floats / (static_cast<int64_t>(plan.grid_units) * nH * kPartRow);
-}
-
 }  // namespace
 
 void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t st) {
+  const int variant = attention_fd_variant_requested();
+  if (variant == kFdVariantV1) {
+    attention_fd_v1(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
+                    error_flag, st);
+  } else if (variant == kFdVariantV2) {
+    attention_fd_v2(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
+                    error_flag, st);
+  } else {
+    attention_fd_s7(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
+                    error_flag, st);
+  }
+}
+
+void attention_fd_s7(const float* q, const float* kv, const int32_t* key_offsets,
+                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
+                     int64_t nH, int64_t T, float scale, float* out, float* parts,
+                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t st) {
   if (S * nH == 0) return;
   static std::atomic<uint64_t> opt_in{0};
   opt_in_smem_per_device(opt_in, attention_fd_kernel, kSmemBytes);

@@ -15,6 +15,7 @@
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_gemv.h"
+#include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/moe_tc.h"
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
@@ -331,6 +332,23 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
   // Decode-sized M: the streaming GEMV (gemv.cu; the weight read once per tile of x rows staged
   // in shared memory, many 16-byte loads in flight). Its bits do not depend on M either, but they
   // differ from the tensor-core kernel's, so --batch-invariant keeps one kernel for every M.
+  // Session 8 (DEEPINFER_GEMV_KERNEL auto | v1..v4, gemv_v3.cuh): bf16 / e4m3 weights streamed
+  // through a TMA ring (its own row-independent arithmetic); "s7" (or a shape it refuses) keeps
+  // session 7's kernels below.
+  if (!st_->batch_invariant && M <= kernels::kGemvMaxRows && (fmt == 0 || fmt == 1) && groups <= 8) {
+    static kernels::Gemv3Options g3o;
+    static const bool use_v3 = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &g3o);
+    static const bool pdl3 = env().gemv_pdl;
+    if (use_v3 && kernels::gemv3_supported(fmt, K, fmt != 0, w.block_cols) &&
+        kernels::gemv3_dispatch_takes(g3o, fmt, GN, K, groups)) {
+      const int passes = kernels::gemv3_passes(fmt, M, K, g3o);
+      if (passes >= 1 && passes <= 2 &&
+          kernels::gemv3_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                                scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
+                                out.data<float>(), stream(), pdl3, g3o))
+        return launched(op);
+    }
+  }
   if (!st_->batch_invariant && M <= kernels::kGemvMaxRows &&
       kernels::gemv_supported(fmt, K, fmt != 0, w.block_cols)) {
     const int64_t mt = kernels::gemv_tile_rows(M, K);
@@ -403,19 +421,48 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     if (k_split < K) {
       DI_ASSIGN_OR_RETURN(ws, empty(DType::kF32, {(K + k_split - 1) / k_split, slab, GN}));
     }
-    // --batch-invariant at decode M with DEEPINFER_BI_LINEAR=gemv_tc: the weight-streaming
-    // kernel with linear_tc's bits (linear_tc_gemv.cuh: the same MMAs, the same k_split and split
-    // reduction); off by default — slower than linear_tc's tiles on the H200 (session 7).
+    // Small M: the ring-streaming kernel with linear_tc's bits (linear_tc_small.cuh, session 8: the
+    // same MMAs, the same k_split and in-order split sums, so it may replace linear_tc for any M it
+    // takes, in either mode). DEEPINFER_SMALL_LINEAR (H200, bench_ops --tc-m, session 8 mid-run:
+    // FP8 33 MB shapes 40 vs 44 µs at M ≤ 8, 54 vs 47 at M = 16, 100–120 vs 134–156 at M = 64;
+    // the head equal at M ≤ 8, 509 vs 484 at 16): auto = it at M ≤ 8 under --batch-invariant
+    // (x split per warp) and at 17 ≤ M ≤ 64 in both modes (x split once per CTA), linear_tc at
+    // 9..16 (and the GEMV at M ≤ 8 in the default mode); a = it for every M ≤ 64 it may take
+    // (M ≤ 8 only under --batch-invariant); v1 = auto without programmatic dependent launch;
+    // v2 = a with the ring filled by TMA bulk copies (slower); v3 = a with x split per warp;
+    // v4 = a with 256-byte ring slots per weight row (longer DRAM runs; not measured yet);
+    // s7 = session 7's dispatch (under --batch-invariant DEEPINFER_BI_LINEAR picks gemv_tc or
+    // linear_tc; linear_tc in the default mode).
+    static const std::string small_sel = env().small_linear;
     static const bool bi_gemv_tc = env().bi_linear == "gemv_tc";
-    const bool gemv_tc = st_->batch_invariant && bi_gemv_tc &&
+    const bool small_auto = small_sel == "auto" || small_sel == "v1";
+    const bool small_range = M <= kernels::kLinearTcSmallMaxRows &&
+                             (st_->batch_invariant || M > kernels::kGemvMaxRows) &&
+                             (!small_auto || M <= 8 || M > 16);
+    const bool small = small_sel != "s7" && small_range &&
+                       kernels::linear_tc_small_supported(fmt, w.w.raw(), x.data<float>(), M, K,
+                                                          fmt != 0, w.block_cols);
+    const bool small_share = small_sel == "v3" ? false : small_auto ? M > 16 : true;
+    // Session 7 (DEEPINFER_SMALL_LINEAR=s7 with DEEPINFER_BI_LINEAR=gemv_tc): the weight-streaming
+    // kernel with linear_tc's bits (linear_tc_gemv.cuh) under --batch-invariant.
+    const bool gemv_tc = !small && small_sel == "s7" && st_->batch_invariant && bi_gemv_tc &&
                          kernels::linear_tc_gemv_supported(fmt, w.w.raw(), x.data<float>(), M, K,
                                                            fmt != 0, w.block_cols);
     for (int64_t r0 = 0; r0 < M; r0 += slab) {
       const int64_t rows = std::min(slab, M - r0);
-      (gemv_tc ? kernels::linear_tc_gemv : kernels::linear_tc)(
-          fmt, x.data<float>() + r0 * groups * K, w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
-          scale_f32, rows, GN / groups, K, groups, w.block_rows, w.block_cols, k_split,
-          out.data<float>() + r0 * GN, ws.defined() ? ws.data<float>() : nullptr, stream());
+      const float* xr = x.data<float>() + r0 * groups * K;
+      const void* sc = fmt == 0 ? nullptr : w.scale.raw();
+      float* o = out.data<float>() + r0 * GN;
+      float* wsp = ws.defined() ? ws.data<float>() : nullptr;
+      if (small)
+        kernels::linear_tc_small(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
+                                 w.block_rows, w.block_cols, k_split, o, wsp, stream(),
+                                 small_sel != "v1", small_sel == "v2", small_share,
+                                 small_sel == "v4");
+      else
+        (gemv_tc ? kernels::linear_tc_gemv : kernels::linear_tc)(
+            fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups, w.block_rows,
+            w.block_cols, k_split, o, wsp, stream());
     }
     return launched(op);
   }
@@ -440,7 +487,12 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
                                  std::span<Tensor* const> outs) {
   static const std::string dense = env().gemv_dense;
   static const bool pdl = env().gemv_pdl;  // programmatic dependent launch (pdl.cuh); same bits
-  if (ws.size() != outs.size() || st_->batch_invariant || (dense != "multi" && dense != "deep"))
+  // Session 8: DEEPINFER_GEMV_KERNEL auto | v1..v4 fuses with the v3 kernel (gemv_v3.cuh) under
+  // the same conditions as linear's v3 branch, so every output has linear's bits; s7: as before.
+  static kernels::Gemv3Options g3o;
+  static const bool use_v3 = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &g3o);
+  if (ws.size() != outs.size() || st_->batch_invariant ||
+      (!use_v3 && dense != "multi" && dense != "deep"))
     return Backend::linear_multi(x, ws, outs);
   std::vector<char> done(ws.size(), 0);
   const bool x_ok = x.dtype() == DType::kF32 && x.rank() == 2 && x.raw() != nullptr;
@@ -470,6 +522,13 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
             w->scale.dim(1) != (K + w->block_cols - 1) / w->block_cols)
           return -1;
       }
+      // Bit 3: the v3 kernel (linear would run it on this weight alone), else session 7's.
+      if (use_v3 && kernels::gemv3_supported(fmt, K, fmt == 1, w->block_cols) &&
+          kernels::gemv3_dispatch_takes(g3o, fmt, w->rows(), K, 1)) {
+        const int passes = kernels::gemv3_passes(fmt, M, K, g3o);
+        if (passes >= 1 && passes <= 2) return fmt | (sf32 ? 4 : 0) | 8;
+      }
+      if (dense != "multi" && dense != "deep") return -1;
       if (!kernels::gemv_multi_supported(fmt, K, fmt == 1, w->block_cols) || (M + mt - 1) / mt > 2)
         return -1;
       return fmt | (sf32 ? 4 : 0);
@@ -482,18 +541,23 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
       std::vector<size_t> members{i};
       for (size_t j = i + 1; j < ws.size() && members.size() < kernels::kGemvMaxProjections; ++j)
         if (!done[j] && cls[j] == cls[i] &&
-            (cls[i] == 0 || (ws[j]->block_rows == ws[i]->block_rows &&
+            ((cls[i] & 3) == 0 || (ws[j]->block_rows == ws[i]->block_rows &&
                              ws[j]->block_cols == ws[i]->block_cols)))
           members.push_back(j);
       if (members.size() < 2) continue;  // alone: linear runs the same kernel
       std::vector<kernels::GemvProjection> pr;
       for (size_t j : members)
-        pr.push_back({ws[j]->w.raw(), cls[i] == 0 ? nullptr : ws[j]->scale.raw(),
+        pr.push_back({ws[j]->w.raw(), (cls[i] & 3) == 0 ? nullptr : ws[j]->scale.raw(),
                       outs[j]->data<float>(), ws[j]->rows()});
       const int fmt = cls[i] & 3;
-      if (kernels::gemv_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
-                              (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
-                              dense == "deep", stream(), pdl)) {
+      const bool fused =
+          (cls[i] & 8) != 0 ? kernels::gemv3_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
+                                        (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
+                                        stream(), pdl, g3o)
+                 : kernels::gemv_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
+                                       (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
+                                       dense == "deep", stream(), pdl);
+      if (fused) {
         DI_RETURN_IF_ERROR(launched("linear_multi"));
         for (size_t j : members) done[j] = 1;
       }
@@ -769,8 +833,29 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // slot count even under --batch-invariant): at most 8 slots (batch 1) the session-7 variant
     // built for 12 warps per SM (H200 bench_ops, batch 1: gate_up 42.8 vs 45.8 µs, down 25.3 vs
     // 29.8), else session 6's (faster from batch 16 on).
-    const int mma_variant = slots <= 8 ? kernels::kExpertsMmaV2Regs : kernels::kExpertsMmaDefault;
-    const bool tiles8 = mma_g && mma_d && mma_variant != kernels::kExpertsMmaV1;
+    // Session 8 (DEEPINFER_EXPERTS_KERNEL, env().experts_kernel), per projection: "auto" = the
+    // kernel measured fastest on the H200 (bench_ops, session 8 mid run): v3 (experts_mma_v3.cuh,
+    // 12 warps per SM) for gate_up up to 128 slots and for down from 9 to 128 slots (batch 1
+    // gate_up 39.5 vs 42.4 µs; batch 16 gate_up 328.7 vs 350.7, down 177.6 vs 202.0), session 7's
+    // 12-warp kernel for down at <= 8 slots (25.4 vs 26.4), session 6's above 128 slots (batch 64:
+    // 1305 / 728 vs 1540 / 861 µs); "a" = v3 everywhere, "b" = v3 at 16 warps per SM everywhere;
+    // "s7" = session 7's choice; "v1" = session 6's kernel, "v2" / "v3" = session 7's 16- /
+    // 12-warp kernel everywhere. All give the same bits (tested), so under --batch-invariant too
+    // the choice may follow the slot count.
+    static const std::string experts_kernel = env().experts_kernel;
+    auto pick_variant = [&](bool gate_up) {
+      if (experts_kernel == "s7") return slots <= 8 ? kernels::kExpertsMmaV2Regs : kernels::kExpertsMmaDefault;
+      if (experts_kernel == "v1") return kernels::kExpertsMmaV1;
+      if (experts_kernel == "v2") return kernels::kExpertsMmaV2;
+      if (experts_kernel == "v3") return kernels::kExpertsMmaV2Regs;
+      if (experts_kernel == "a") return kernels::kExpertsMmaV3;
+      if (experts_kernel == "b") return kernels::kExpertsMmaV3w16;
+      if (slots > 128) return kernels::kExpertsMmaV1;
+      return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
+    };
+    const int variant_g = pick_variant(true), variant_d = pick_variant(false);
+    const bool tiles8 =
+        mma_g && mma_d && variant_g != kernels::kExpertsMmaV1 && variant_d != kernels::kExpertsMmaV1;
     const int64_t tile_rows = tiles8 ? int64_t{kernels::kExpertsMmaTileRows} : std::max<int64_t>(slots, 1);
     DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
     int32_t* perm = grp.data<int32_t>();
@@ -783,8 +868,8 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // of V4) where it applies, else session 4's; both give the same bits.
     // DEEPINFER_GEMV_EXPERTS=1 keeps session 4's everywhere (to compare speed).
     static const bool v2 = env().gemv_experts_version != 1;
-    auto project = [&](const ProjectionTable& t, bool on_mma, const float* in, int64_t x_div, int64_t N,
-                       int64_t K, float* o) -> Status {
+    auto project = [&](const ProjectionTable& t, bool on_mma, int mma_variant, const float* in, int64_t x_div,
+                       int64_t N, int64_t K, float* o) -> Status {
       const auto* w = static_cast<const void* const*>(t.w.data());
       const auto* sc = static_cast<const void* const*>(t.s.data());
       if (on_mma) {
@@ -806,11 +891,11 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     };
     // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
     DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
-    DI_RETURN_IF_ERROR(project(g, mma_g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
+    DI_RETURN_IF_ERROR(project(g, mma_g, variant_g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    DI_RETURN_IF_ERROR(project(d, mma_d, act.data<float>(), 1, H, I, slot_out.data<float>()));
+    DI_RETURN_IF_ERROR(project(d, mma_d, variant_d, act.data<float>(), 1, H, I, slot_out.data<float>()));
     return combine_slots(slot_out, weights, k, out);
   }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));

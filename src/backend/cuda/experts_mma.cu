@@ -7,6 +7,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/experts_mma.cuh"
 #include "backend/cuda/experts_mma_v2.cuh"
+#include "backend/cuda/experts_mma_v3.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
@@ -59,6 +60,30 @@ void launch_v2(const emma::Args& a, cudaStream_t s) {
               kProductPdl, a);
 }
 
+// Variants 4 / 5 (experts_mma_v3.cuh): the same launch as launch_v2 with the v3 kernel of
+// kStages-deep rings compiled for kMinBlocks CTAs per SM.
+template <int kStages, int kMinBlocks>
+void launch_v3(const emma::Args& a, cudaStream_t s) {
+  static std::atomic<uint64_t> attr_set{0};
+  static std::atomic<int> per_sm_cache[64] = {};
+  auto* kernel = emma3::experts_mma_v3_kernel<kStages, kMinBlocks>;
+  constexpr int smem = emma3::smem_bytes(kStages);
+  opt_in_smem_per_device(attr_set, kernel, smem, /*max_carveout=*/true);
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  int per_sm = per_sm_cache[dev & 63].load(std::memory_order_relaxed);
+  if (per_sm <= 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, emma3::kThreads, smem) != cudaSuccess ||
+        per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 1;
+    }
+    per_sm_cache[dev & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
+  pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emma3::kThreads), smem, s, kProductPdl, a);
+}
+
 }  // namespace
 
 bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
@@ -85,7 +110,8 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
   emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
                                                                     x_rows * K, row_exp);
-  if (variant != kExpertsMmaV1 && variant != kExpertsMmaV2 && variant != kExpertsMmaV2Regs)
+  if (variant != kExpertsMmaV1 && variant != kExpertsMmaV2 && variant != kExpertsMmaV2Regs &&
+      variant != kExpertsMmaV3 && variant != kExpertsMmaV3w16)
     variant = kExpertsMmaDefault;
   const int rows = variant == kExpertsMmaV1 ? emma::kRows : emma2::kRows;  // rows of a warp item
   emma::Args a;
@@ -112,6 +138,14 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   }
   if (variant == kExpertsMmaV2Regs) {
     launch_v2<3>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaV3) {
+    launch_v3<8, 3>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaV3w16) {
+    launch_v3<6, 4>(a, s);
     return;
   }
   static std::atomic<uint64_t> attr_set{0};

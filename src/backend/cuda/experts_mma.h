@@ -35,6 +35,11 @@ constexpr int kExpertsMmaV1 = 1;
 constexpr int kExpertsMmaV2 = 2;
 constexpr int kExpertsMmaV2Regs = 3;
 constexpr int kExpertsMmaDefault = kExpertsMmaV1;
+// Session 8 (experts_mma_v3.cuh): 16-row items as variant 2, B from a rolling register window
+// (a whole stage of latency per load) and a deeper per-warp ring: 4 = 12 warps per SM with
+// 8-stage rings, 5 = 16 warps per SM with 6-stage rings. Same bits as 1, 2 and 3.
+constexpr int kExpertsMmaV3 = 4;
+constexpr int kExpertsMmaV3w16 = 5;
 
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
 // better balance when experts have many tokens); the bits do not depend on the tiling.

@@ -59,6 +59,48 @@ bool gemv_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, 
                 int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, bool deep,
                 cudaStream_t s, bool pdl = false);
 
+// Session 8 (gemv_v3.cuh; docs/cuda.md "Dense decode GEMV v3"): the dense decode GEMV with the
+// weights streamed through a TMA ring in shared memory (persistent grid, S·16 KB in flight per
+// SM, the first tiles issued before the PDL wait). Its own arithmetic (row-independent, NOT the
+// bits of gemv_linear / gemv_multi): bf16, and e4m3 with block scales (ue8m0 or f32, block_cols a
+// multiple of 16 with a power-of-two quotient); rows of at most 16 KB, a multiple of 16 bytes,
+// 16-byte aligned weights. Options (speed only; the bits depend on the format and K alone, except
+// that NaN payloads may differ with decode 1 / 2):
+struct Gemv3Options {
+  int decode = 0;           // e4m3: 0 cvt.f16x2.e4m3x2 + cvt.f32.f16; 1 session 5's integer decode
+                            // (×2^120 per element); 2 bits moved into f16 + cvt.f32.f16 (2^8 folded
+                            // into the scale)
+  int ctas_per_sm = 1;      // 2: two CTAs per SM (the small shared-memory budget only)
+  bool deep = false;        // up to 8 ring stages in up to 220 KB (one CTA per SM, no PDL overlap)
+  int64_t deep_from_bytes = 0;  // > 0: deep when the launch's weight bytes reach it (same plan of
+                                // x rows per pass either way, so the same bits)
+  bool auto_pick = false;   // "auto": the dispatch takes v3 only where it measured faster than s7
+};
+// Whether CudaBackend::linear / linear_multi give a weight [rows, K] (groups) to v3 under these
+// options: always, except with auto_pick (H200, session 8 mid-run bench_ops, M = 1..8: v3 with two
+// CTAs per SM beat s7 on wq_b / indexer wq_b (K = 1024) and on the ≤ 8 MB projections with rows of
+// ≥ 4 KB — wq_a, wkv, compressors, router gate — and lost on wo_a, wo_b, the shared expert and
+// the BF16 head).
+bool gemv3_dispatch_takes(const Gemv3Options& o, int fmt, int64_t rows, int64_t K, int64_t groups);
+// The options of a DEEPINFER_GEMV_KERNEL value ("auto" / "v1" default, "v2" two CTAs per SM,
+// "v3" deep, "v4" integer decode, "a" f16 bit-move decode); false for the other names (e.g.
+// "s7": the session-7 kernels).
+bool gemv3_options_for(const char* name, Gemv3Options* out);
+bool gemv3_supported(int fmt, int64_t K, bool scaled, int64_t block_cols);
+// How often the weight is read for M rows (x rows staged per pass: shared-memory budget); 0 when
+// unsupported or M is out of 1..kGemvMaxRows.
+int gemv3_passes(int fmt, int64_t M, int64_t K, const Gemv3Options& o = {});
+// gemv_linear's contract for bf16 / e4m3 (G ≤ 8 groups, each its own projection); false (nothing
+// launched) when refused. pdl as gemv_linear's.
+bool gemv3_linear(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
+                  int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows, int64_t block_cols,
+                  float* out, cudaStream_t s, bool pdl = false, const Gemv3Options& o = {});
+// gemv_multi's contract (projections of one x [M, K], ≤ 8, the same format and block shape),
+// with this kernel's arithmetic; false (nothing launched) when refused.
+bool gemv3_multi(int fmt, const float* x, const GemvProjection* proj, int nproj, bool scale_f32,
+                 int64_t M, int64_t K, int64_t block_rows, int64_t block_cols, cudaStream_t s,
+                 bool pdl = false, const Gemv3Options& o = {});
+
 // Routed experts, slots grouped on the device by moe_group (kernels.h) with tile_rows >= slots,
 // so that tile_off[e] counts the active experts before e: for every grouped slot,
 // out[slot, n] = x[slot / x_div] · deq(W_e[n]) (W_e at w_table[e], scales at s_table[e] or null);

@@ -1,0 +1,470 @@
+// Split-key decode attention, session 8's kernel "v1" (issue 7; docs/cuda.md "Split-key decode
+// attention v2 (session 8, helper attn)"). The same plan, scratch, combine and per-element
+// arithmetic as session 7's kernel (attention_fd.cu, "s7") in the same order, so the same bits;
+// what changes is who does which part of a chunk, and how much shared memory traffic that costs.
+//
+// Block = 8 warps (256 threads, up to 255 registers each; s7: 16 warps at the 128-register cap).
+// Warp w owns the m-pair mp = w & 1 (m-tiles 2mp and 2mp + 1: heads 32·mp … 32·mp + 31) and the
+// channel quarter qt = w >> 1 (channels 128·qt … 128·qt + 127):
+//   * S = Q·Kᵀ: per k-step the warp loads one K hi/lo fragment pair and uses it for both of its
+//     m-tiles (s7: every K fragment was loaded by the 4 warps of the 4 m-tiles). Each m-tile's
+//     product is exactly s7's: hi·lo' + lo·hi' + hi·hi' per n-tile, chains of 4 k-steps, the two
+//     groups of a quarter added to 0 in order; the quarters exchanged through shared memory and
+//     added ((q0 + q1) + q2) + q3 by every warp of the m-pair (4 warps: a 128-thread barrier);
+//   * online softmax per m-tile row (s7's code, twice);
+//   * O = O·f + P·V: one V fragment (ldmatrix.trans) per n-tile feeds both m-tiles.
+// Shared memory read per chunk of 16 keys: Q 128 KiB + K 64 + V 64 + the exchange 64 (s7: 128 +
+// 128 + 128 + 80), i.e. ~25 % less; the mma count is unchanged.
+//
+// Memory: one raw fp32 tile [16][512] (cp.async, 8 pieces of 16 bytes per thread). A thread
+// converts exactly the pieces it copied, right after its own cp.async.wait_group, and issues the
+// next chunk's copies into the same slots as soon as it has converted them (no barrier is needed
+// for the raw tile: nobody else reads a thread's pieces), so chunk c + 1 is in flight during
+// chunk c's S, softmax and P·V. Two block barriers per chunk: A (the tile's maxima are in; the
+// previous chunk's readers of K hi/lo, the exchange and the validity flags are done) and B (the
+// converted tile is complete). Shared memory (bytes): Q hi/lo 2 × 64 Ki, K = V hi/lo 2 × 16 Ki,
+// raw 32 Ki, exchange 16 Ki = 208 KiB, one block per SM.
+//
+// Fragment layouts and the hi/lo scheme: attention_fd.cu's header.
+#include <atomic>
+#include <cstdint>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/attention_fd.h"
+#include "backend/cuda/attention_fd_common.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace deepinfer::cuda::kernels {
+namespace {
+
+constexpr int kV1Warps = 8;
+constexpr int kV1Threads = kV1Warps * 32;
+constexpr int kV1QhOff = 0;
+constexpr int kV1QlOff = kV1QhOff + kH * kRowB;
+constexpr int kV1KhOff = kV1QlOff + kH * kRowB;
+constexpr int kV1KlOff = kV1KhOff + kNc * kRowB;
+constexpr int kV1RawOff = kV1KlOff + kNc * kRowB;
+constexpr int kV1RawBytes = kNc * kD * 4;
+constexpr int kV1XsOff = kV1RawOff + kV1RawBytes;
+constexpr int kV1XsFloats = 16;  // per lane per warp: 2 m-tiles × 2 n-tiles × 4
+constexpr int kV1XsBytes = kV1Warps * kV1XsFloats * 32 * 4;
+constexpr int kV1SmemBytes = kV1XsOff + kV1XsBytes;  // 212992
+static_assert(kV1SmemBytes + 1024 <= 227 * 1024, "attention_fd_v1: shared memory");
+constexpr int kV1Pieces = kNc * kD / 4 / kV1Threads;  // 16-byte pieces per thread per chunk: 8
+
+// The 4 warps of m-pair mp (w = mp, mp + 2, mp + 4, mp + 6); ids 1-2 (0 is __syncthreads).
+__device__ __forceinline__ void mpair_barrier(int mp) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + mp), "r"(128) : "memory");
+}
+
+// Issues (and commits as one group) this thread's copies of the n ≤ 16 rows whose ids are
+// idp[0 … n) (global memory, or the chunk's ids staged in shared memory) into the raw tile:
+// pieces tid + 256·u (row (tid >> 7) + 2u, float4 column tid & 127). Rows past n and bad ids are
+// zero-filled (by the thread that owns the piece), validity goes to valid[r].
+__device__ __forceinline__ void issue_chunk_v1(const Args& p, const int32_t* idp, int n,
+                                               uint32_t raw_s, float* raw, int* valid) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < kV1Pieces; ++u) {
+    const int piece = tid + kV1Threads * u;
+    const int r = piece >> 7, c4 = piece & 127;
+    bool ok = false;
+    int64_t j = 0;
+    if (r < n) {
+      j = idp[r];
+      ok = j >= 0 && j < p.T;
+      if (!ok && c4 == 0) set_error(p.error_flag, kErrKeyId);
+    }
+    if (c4 == 0) valid[r] = ok ? 1 : 0;
+    const uint32_t dst = raw_s + static_cast<uint32_t>((r * kD + c4 * 4) * 4);
+    if (ok) {
+      const float* src = p.kv + j * kD + c4 * 4;
+      if (p.aligned) {
+        cp_async16(dst, src);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cp_async4(dst + 4 * e, src + e);
+      }
+    } else {
+      reinterpret_cast<float4*>(raw)[r * (kD / 4) + c4] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  cp_async_commit();
+}
+
+__global__ void __launch_bounds__(kV1Threads, 1) attention_fd_v1_kernel(Args p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ float red[kV1Warps];    // per chunk: the warps' K = V tile maxima
+  __shared__ float red_q[kV1Warps];  // once: the warps' Q maxima
+  __shared__ int valid_s[2][kNc];
+  __shared__ int32_t ids_s[kNc];  // the key ids of the next chunk to issue (staged by warp 0)
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int mp = warp & 1, qt = warp >> 1;
+  const int64_t groups = p.nH / kH;
+  const int64_t s = blockIdx.x / groups, g = blockIdx.x % groups;
+  // Launched with PDL (pdl.cuh): every input may come from the previous kernel, so wait first
+  // (every CTA, before any read); the combine (or the next kernel) may then be scheduled.
+  pdl::wait();
+  pdl::launch_dependents();
+
+  int begin = p.offs[s], end = p.offs[s + 1];
+  if (begin < 0 || end < begin || static_cast<int64_t>(end) > p.nnz) {
+    if (tid == 0 && blockIdx.y == 0) set_error(p.error_flag, kErrKeyOffsets);
+    begin = end = 0;
+  }
+  const int chunks = static_cast<int>((int64_t{end} - begin + kNc - 1) / kNc);
+  int n_units;
+  int64_t per_unit64;
+  unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit64);
+  const int per_unit = static_cast<int>(per_unit64);
+  if (static_cast<int>(blockIdx.y) >= n_units) return;  // uniform over the block
+  auto chunk_rows = [&](int c) {
+    const int kb = begin + c * kNc;
+    return end - kb < kNc ? end - kb : kNc;
+  };
+  float* raw = reinterpret_cast<float*>(smem + kV1RawOff);
+  const uint32_t raw_s = base + kV1RawOff;
+
+  // The first chunk of the block's first unit is in flight while Q is prepared.
+  {
+    const int c0 = static_cast<int>(blockIdx.y) * per_unit;
+    if (c0 < chunks) issue_chunk_v1(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
+  }
+  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16 (s7's
+  // arithmetic; the max is order-free). The thread's 16 pieces of 8 floats (piece i = row i / 64,
+  // 16-byte fp16 chunk i % 64) are all loaded before the first use.
+  const float* qp = p.q + (s * p.nH + g * kH) * kD;
+  int tq;
+  {
+    constexpr int kQPieces = kH * (kD / 8) / kV1Threads;  // 16
+    float x[kQPieces][8];
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k) {
+      const int piece = tid + kV1Threads * k;
+      if (p.q_aligned) {
+        const float4 a = reinterpret_cast<const float4*>(qp)[2 * piece];
+        const float4 b = reinterpret_cast<const float4*>(qp)[2 * piece + 1];
+        x[k][0] = a.x, x[k][1] = a.y, x[k][2] = a.z, x[k][3] = a.w;
+        x[k][4] = b.x, x[k][5] = b.y, x[k][6] = b.z, x[k][7] = b.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[k][e] = qp[piece * 8 + e];
+      }
+    }
+    float qmax = 0.f;
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(x[k][e]));
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) qmax = fmaxf(qmax, __shfl_xor_sync(kFull, qmax, o));
+    if (lane == 0) red_q[warp] = qmax;
+    __syncthreads();
+    float m = red_q[0];
+#pragma unroll
+    for (int w = 1; w < kV1Warps; ++w) m = fmaxf(m, red_q[w]);
+    tq = scale_exp(m);
+    const float qf = pow2(tq);
+#pragma unroll
+    for (int k = 0; k < kQPieces; ++k) {
+      const int piece = tid + kV1Threads * k;
+      const int r = piece >> 6, c = piece & 63;
+      uint4 hi, lo;
+      split2(__fmul_rn(x[k][0], qf), __fmul_rn(x[k][1], qf), hi.x, lo.x);
+      split2(__fmul_rn(x[k][2], qf), __fmul_rn(x[k][3], qf), hi.y, lo.y);
+      split2(__fmul_rn(x[k][4], qf), __fmul_rn(x[k][5], qf), hi.z, lo.z);
+      split2(__fmul_rn(x[k][6], qf), __fmul_rn(x[k][7], qf), hi.w, lo.w);
+      *reinterpret_cast<uint4*>(smem + kV1QhOff + swz(r, c)) = hi;
+      *reinterpret_cast<uint4*>(smem + kV1QlOff + swz(r, c)) = lo;
+    }
+  }  // Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
+
+  // This thread's pieces of every chunk: float4 column c4 of rows r0 + 2i, i < 8.
+  const int c4 = tid & 127, r0 = tid >> 7;
+  // ldmatrix row offsets at the quarter's first 16-byte chunk (qt·16); a k-step (2 chunks) is
+  // ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only; see attention_fd.cu).
+  // The second m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
+  const uint32_t q_off0 =
+      swz(2 * mp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qt * 16 + (lane >> 4));
+  const uint32_t q_off1 = q_off0 + 16 * kRowB;
+  const uint32_t k_off = swz((lane & 7) + ((lane >> 4) << 3), qt * 16 + ((lane >> 3) & 1));
+  const uint32_t v_off = swz((lane & 7) + ((lane >> 3) & 1) * 8, qt * 16);
+  const uint32_t vbuf = base + ((lane >> 4) ? kV1KlOff : kV1KhOff);
+  float* xs = reinterpret_cast<float*>(smem + kV1XsOff);
+
+  for (int u = blockIdx.y; u < n_units; u += gridDim.y) {
+    const int c0 = u * per_unit;
+    const int c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
+    if (u != static_cast<int>(blockIdx.y)) {  // a later unit (max_keys understated): restart
+      __syncthreads();                         // the last unit's readers of valid_s are done
+      if (c0 < c1) issue_chunk_v1(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
+    }
+    // The ids of the unit's second chunk go to ids_s (read by the issue in the first chunk,
+    // after its barrier A). From then on warp 0 loads chunk c + 2's ids during chunk c and stores
+    // them after its P·V, so the issue never waits on a global load of ids.
+    if (warp == 0 && lane < kNc && c0 + 1 < c1 && lane < chunk_rows(c0 + 1))
+      ids_s[lane] = p.ids[begin + (c0 + 1) * kNc + lane];
+    // Softmax state of rows g and g + 8 of each m-tile (the same in the 4 warps of the m-pair).
+    float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+    float l_run[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    float acc[2][16][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
+    int e_acc = 0;  // acc = a · 2^(14 + e_acc)
+
+    for (int c = c0; c < c1; ++c) {
+      const int vb = (c - c0) & 1;  // validity flags of chunk c
+      // Chunk c is the only group in flight; once landed this thread reads its own pieces.
+      cp_async_wait_all();
+      float4 x[kV1Pieces];
+      float kmax = 0.f;
+#pragma unroll
+      for (int i = 0; i < kV1Pieces; ++i) {
+        x[i] = reinterpret_cast<const float4*>(raw)[(r0 + 2 * i) * (kD / 4) + c4];
+        kmax = fmaxf(kmax, fmaxf(fmaxf(fabsf(x[i].x), fabsf(x[i].y)),
+                                 fmaxf(fabsf(x[i].z), fabsf(x[i].w))));
+      }
+#pragma unroll
+      for (int o = 16; o >= 1; o >>= 1) kmax = fmaxf(kmax, __shfl_xor_sync(kFull, kmax, o));
+      if (lane == 0) red[warp] = kmax;
+      // A: every warp's max is in; the previous chunk's readers (K hi/lo by S and P·V, the
+      // exchange, valid_s[vb ^ 1]) are done.
+      __syncthreads();
+      float tmax = red[0];
+#pragma unroll
+      for (int w = 1; w < kV1Warps; ++w) tmax = fmaxf(tmax, red[w]);
+      const int tk = scale_exp(tmax);
+      const float kf = pow2(tk);
+#pragma unroll
+      for (int i = 0; i < kV1Pieces; ++i) {
+        const int r = r0 + 2 * i;
+        uint2 hi, lo;
+        split2(__fmul_rn(x[i].x, kf), __fmul_rn(x[i].y, kf), hi.x, lo.x);
+        split2(__fmul_rn(x[i].z, kf), __fmul_rn(x[i].w, kf), hi.y, lo.y);
+        const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
+        *reinterpret_cast<uint2*>(smem + kV1KhOff + at) = hi;
+        *reinterpret_cast<uint2*>(smem + kV1KlOff + at) = lo;
+      }
+      // The thread's raw slots are free (it alone reads them): chunk c + 1 goes in flight now.
+      if (c + 1 < c1) issue_chunk_v1(p, ids_s, chunk_rows(c + 1), raw_s, raw, valid_s[vb ^ 1]);
+      // B: the converted tile is complete; every reader of ids_s is done.
+      __syncthreads();
+      // Warp 0 fetches chunk c + 2's ids now (the load is in flight during S and P·V).
+      int32_t next_id = 0;
+      const bool stage_ids = warp == 0 && lane < kNc && c + 2 < c1 && lane < chunk_rows(c + 2);
+      if (stage_ids) next_id = p.ids[begin + (c + 2) * kNc + lane];
+
+      // ---- S = Q·Kᵀ: m-tiles 2mp, 2mp + 1 × 16 keys over channels [128·qt, 128·qt + 128) ----
+      float sv[2][2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
+#pragma unroll
+      for (int grp = 0; grp < 2; ++grp) {
+        float tx[2][2][4];
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) tx[mi][n][i] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
+          uint32_t qh[2][4], ql[2][4], kh[4], kl[4];
+          ldsm_x4(qh[0], base + kV1QhOff + (q_off0 ^ step));
+          ldsm_x4(ql[0], base + kV1QlOff + (q_off0 ^ step));
+          ldsm_x4(qh[1], base + kV1QhOff + (q_off1 ^ step));
+          ldsm_x4(ql[1], base + kV1QlOff + (q_off1 ^ step));
+          ldsm_x4(kh, base + kV1KhOff + (k_off ^ step));
+          ldsm_x4(kl, base + kV1KlOff + (k_off ^ step));
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {  // per accumulator: hi·lo', lo·hi', hi·hi' (s7's order)
+            mma(tx[mi][0], qh[mi], kl[0], kl[1]);
+            mma(tx[mi][1], qh[mi], kl[2], kl[3]);
+            mma(tx[mi][0], ql[mi], kh[0], kh[1]);
+            mma(tx[mi][1], ql[mi], kh[2], kh[3]);
+            mma(tx[mi][0], qh[mi], kh[0], kh[1]);
+            mma(tx[mi][1], qh[mi], kh[2], kh[3]);
+          }
+        }
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sv[mi][n][i] = __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
+      }
+      // Exchange the quarters: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk); quarter q
+      // of m-pair mp is warp mp + 2q.
+#pragma unroll
+      for (int i = 0; i < kV1XsFloats; ++i)
+        xs[(warp * kV1XsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
+      mpair_barrier(mp);
+      const float lf = ldexpf(p.scale, -(tq + tk));
+      float lg[2][2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int slot = mi * 8 + i;
+          float sum = xs[(mp * kV1XsFloats + slot) * 32 + lane];
+#pragma unroll
+          for (int q = 1; q < 4; ++q)
+            sum = __fadd_rn(sum, xs[((mp + 2 * q) * kV1XsFloats + slot) * 32 + lane]);
+          const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
+          lg[mi][i >> 2][i & 3] = valid_s[vb][key] ? __fmul_rn(sum, lf) : -INFINITY;
+        }
+      // ---- online softmax per m-tile, rows g (i = 0, 1) and g + 8 (i = 2, 3) ----
+      float f[2][2];
+      uint32_t ph[2][4], pl[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        float pv[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = fmaxf(fmaxf(lg[mi][0][2 * r], lg[mi][0][2 * r + 1]),
+                           fmaxf(lg[mi][1][2 * r], lg[mi][1][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+          const float mn = fmaxf(m_run[mi][r], mx);
+          float cs = 1.f;
+          if (mn == -INFINITY) {
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
+          } else {
+            cs = m_run[mi][r] == -INFINITY ? 0.f : expf(m_run[mi][r] - mn);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                const float xv = lg[mi][nt][2 * r + j];
+                pv[nt][2 * r + j] = xv == -INFINITY ? 0.f : expf(xv - mn);
+              }
+          }
+          float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
+                               __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
+          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
+          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
+          l_run[mi][r] = fmaf(l_run[mi][r], cs, rs);
+          m_run[mi][r] = mn;
+          f[mi][r] = ldexpf(cs, tk - e_acc);  // rescale and move acc into this tile's scale
+        }
+        // P · 2^14 as the A operand: a0 (row g, keys 2t..), a1 (g + 8), a2 (g, 8 + 2t..), a3.
+        constexpr float kP = 16384.f;
+        split2(__fmul_rn(pv[0][0], kP), __fmul_rn(pv[0][1], kP), ph[mi][0], pl[mi][0]);
+        split2(__fmul_rn(pv[0][2], kP), __fmul_rn(pv[0][3], kP), ph[mi][1], pl[mi][1]);
+        split2(__fmul_rn(pv[1][0], kP), __fmul_rn(pv[1][1], kP), ph[mi][2], pl[mi][2]);
+        split2(__fmul_rn(pv[1][2], kP), __fmul_rn(pv[1][3], kP), ph[mi][3], pl[mi][3]);
+      }
+      e_acc = tk;
+
+      // ---- O = O·f + P·V over the warp's 128 channels, one V fragment for both m-tiles ----
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt) {
+        uint32_t v[4];  // hi b0, hi b1, lo b0, lo b1
+        ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          float t[4] = {0.f, 0.f, 0.f, 0.f};
+          mma(t, ph[mi], v[2], v[3]);
+          mma(t, pl[mi], v[0], v[1]);
+          mma(t, ph[mi], v[0], v[1]);
+          acc[mi][nt][0] = fmaf(acc[mi][nt][0], f[mi][0], t[0]);
+          acc[mi][nt][1] = fmaf(acc[mi][nt][1], f[mi][0], t[1]);
+          acc[mi][nt][2] = fmaf(acc[mi][nt][2], f[mi][1], t[2]);
+          acc[mi][nt][3] = fmaf(acc[mi][nt][3], f[mi][1], t[3]);
+        }
+      }
+      if (stage_ids) ids_s[lane] = next_id;  // read by chunk c + 1's issue, after its barrier A
+    }
+
+    // ---- epilogue: a = acc · 2^−(14 + e_acc) (s7's) ----
+    const int e_out = -(14 + e_acc);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t h = g * kH + (2 * mp + mi) * 16 + lane / 4 + 8 * r;
+        const int col0 = qt * 128 + 2 * (lane & 3);
+        if (n_units == 1) {
+          float cs, total;
+          const bool ok = finish_scale(m_run[mi][r], l_run[mi][r],
+                                       p.sinks ? p.sinks + h : nullptr, end > begin, cs, total);
+          float* o = p.out + (s * p.nH + h) * kD;
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            const float a0 = ldexpf(acc[mi][nt][2 * r], e_out);
+            const float a1 = ldexpf(acc[mi][nt][2 * r + 1], e_out);
+            float2 v;
+            v.x = ok ? __fdiv_rn(__fmul_rn(a0, cs), total) : 0.f;
+            v.y = ok ? __fdiv_rn(__fmul_rn(a1, cs), total) : 0.f;
+            *reinterpret_cast<float2*>(o + col0 + nt * 8) = v;
+          }
+        } else {
+          float* part = p.parts + ((s * p.grid_units + u) * p.nH + h) * kPartRow;
+          if (qt == 0 && (lane & 3) == 0) {
+            part[0] = m_run[mi][r];
+            part[1] = l_run[mi][r];
+          }
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            float2 v;
+            v.x = ldexpf(acc[mi][nt][2 * r], e_out);
+            v.y = ldexpf(acc[mi][nt][2 * r + 1], e_out);
+            *reinterpret_cast<float2*>(part + 4 + col0 + nt * 8) = v;
+          }
+        }
+      }
+  }
+}
+
+}  // namespace
+
+void attention_fd_v1(const float* q, const float* kv, const int32_t* key_offsets,
+                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
+                     int64_t nH, int64_t T, float scale, float* out, float* parts,
+                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t st) {
+  if (S * nH == 0) return;
+  static std::atomic<uint64_t> opt_in{0};
+  opt_in_smem_per_device(opt_in, attention_fd_v1_kernel, kV1SmemBytes);
+  const bool split = plan.grid_units > 1 && parts != nullptr;
+  const int64_t slice = split ? slice_tokens_of(plan, S, nH) : S;
+  for (int64_t s0 = 0; s0 < S; s0 += slice) {
+    const int64_t n = S - s0 < slice ? S - s0 : slice;
+    Args a{q + s0 * nH * kD,
+           kv,
+           key_offsets + s0,
+           key_ids,
+           nnz,
+           nH,
+           T,
+           sinks,
+           scale,
+           out + s0 * nH * kD,
+           split ? parts : nullptr,
+           plan.chunks_per_unit < 1 ? 1 : plan.chunks_per_unit,
+           split ? plan.grid_units : 1,
+           reinterpret_cast<uintptr_t>(kv) % 16 == 0,
+           reinterpret_cast<uintptr_t>(q) % 16 == 0,
+           error_flag};
+    const dim3 grid(static_cast<unsigned>(n * (nH / kH)), static_cast<unsigned>(a.grid_units));
+    // Both launches with programmatic dependent launch (their launch latency overlaps the
+    // previous kernel's tail; each waits for its predecessor before reading anything).
+    pdl::launch(attention_fd_v1_kernel, grid, dim3(kV1Threads), kV1SmemBytes, st, true, a);
+    if (a.grid_units > 1)
+      pdl::launch(attention_fd_combine, dim3(static_cast<unsigned>(n * nH)), dim3(128), 0, st, true,
+                  a);
+  }
+}
+
+}  // namespace deepinfer::cuda::kernels
