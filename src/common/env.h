@@ -76,17 +76,18 @@ struct Env {
   //   takes; v2 = v1 with two CTAs per SM; v3 = deep ring, one CTA per SM; v4 = integer e4m3
   //   decode; a = f16 bit-move e4m3 decode.
   // DEEPINFER_EXPERTS_KERNEL — routed experts of decode batches on the tensor cores (all the same
-  //   bits): auto = per projection, experts_mma_v3.cuh for gate_up <= 128 slots and down 9..128,
-  //   session 7's 12-warp kernel for down <= 8, session 6's above 128 slots; a = v3 everywhere;
+  //   bits): auto = s7 (v3 measured slower inside the batch-16 step: 5.45 vs 5.03 ms); c = per
+  //   projection, experts_mma_v3.cuh for gate_up <= 128 slots and down 9..128, session 7's
+  //   12-warp kernel for down <= 8, session 6's above 128 slots; a = v3 everywhere;
   //   b = v3 at 16 warps per SM; v1 = session 6's kernel; v2 / v3 = session 7's 16- / 12-warp one.
   // DEEPINFER_SMALL_LINEAR — dense tensor-core products at small M with linear_tc's bits
   //   (linear_tc_small.cuh): auto = it at M <= 8 under --batch-invariant and 17 <= M <= 64 in
   //   both modes, linear_tc elsewhere; a = it for every M <= 64 (9..64 in the default mode);
   //   v1 = auto without PDL; v2 / v3 / v4 = a with a TMA bulk-copy fill / the x split per warp /
   //   256-byte ring slots; s7 = session 7 (DEEPINFER_BI_LINEAR then picks gemv_tc | tc).
-  // DEEPINFER_ATTENTION_KERNEL — split-key decode attention: auto = v2 (attention_fd_v2.cu:
-  //   per-row K = V scales, in-place conversion, one barrier per chunk; other bits, same 5e-6
-  //   bound); v1 = attention_fd_v1.cu (K/V fragments shared by two head tiles, s7's bits).
+  // DEEPINFER_ATTENTION_KERNEL — split-key decode attention: auto = v1 (attention_fd_v1.cu: K/V
+  //   fragments shared by two head tiles, PDL, s7's bits); v2 = attention_fd_v2.cu (per-row
+  //   K = V scales, in-place conversion, one barrier per chunk; other bits, same 5e-6 bound).
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";

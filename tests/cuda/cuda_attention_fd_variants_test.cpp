@@ -1,5 +1,5 @@
 // Session 8 (issue 7): the split-key attention kernels "v1" (src/backend/cuda/attention_fd_v1.cu,
-// DEEPINFER_ATTENTION_KERNEL=v1) and "v2" (attention_fd_v2.cu, =v2|auto) against session 7's kernel
+// DEEPINFER_ATTENTION_KERNEL=v1|auto) and "v2" (attention_fd_v2.cu, =v2) against session 7's kernel
 // "s7" (attention_fd.cu) and a double-precision reference, at DeepSeek-V4-Flash decode shapes: 64 query heads (and 128: two
 // head groups) over one shared K = V head of width 512, each token's list = the sliding window
 // (128 rows) + 512 selected CSA entries, + every HCA entry, or the window alone (sliding-only

@@ -487,6 +487,14 @@ TEST_F(CudaGemvExperts, SlotsEqualTheSameProductsOneAtATime) {
                         want.data<float>(), got.data<float>(), S, H, 5e-5, seed_);
       continue;
     }
+    // Dense FP8 products of these shapes (K <= 1024) run on session 8's GEMV (gemv_v3.cuh, its
+    // own row-independent bits) unless DEEPINFER_GEMV_KERNEL=s7, while the expert GEMV keeps
+    // gemv.cuh's arithmetic: bitwise only against session 7's dense GEMV.
+    if (f == Fmt::kFp8 && env().gemv_kernel != "s7") {
+      expect_rows_close(std::string(fmt_name(f)) + " moe_experts vs one slot at a time (gemv_v3 dense)",
+                        want.data<float>(), got.data<float>(), S, H, 5e-5, seed_);
+      continue;
+    }
     EXPECT_EQ(0, std::memcmp(want.data<float>(), got.data<float>(), S * H * 4))
         << fmt_name(f) << ": moe_experts differs from the same products one slot at a time";
   }

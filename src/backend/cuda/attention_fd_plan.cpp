@@ -44,9 +44,12 @@ int attention_fd_variant_requested() {
   // Parsed once (env() is read once per process); unknown names mean auto.
   static const int from_env = [] {
     const std::string& e = env().attention_kernel;
-    // auto = v2: the fastest on the H200 at every measured shape (session 8 mid run, CSA decode
-    // batch 1 / 16 / 128: v2 27.1 / 55.7 / 246.8 µs, v1 28.1 / 56.4 / 249.8, s7 28.9 / 60.4 / 263.3).
-    return e == "s7" ? kFdVariantS7 : e == "v1" ? kFdVariantV1 : kFdVariantV2;
+    // auto = v1 (s7's bits): in bench_ops v2 was fastest at every shape (session 8 mid run, CSA
+    // decode batch 1 / 16 / 128: v2 27.1 / 55.7 / 246.8 µs, v1 28.1 / 56.4 / 249.8, s7 28.9 /
+    // 60.4 / 263.3), but inside the batch-1 model step (scripts/gpu_profile.sh, final run) v2's
+    // launches took 196 µs against s7's 124, and bench_model did not tell the three apart
+    // (1.42–1.44 ms / 5.44–5.46 ms per step at batch 1 / 16).
+    return e == "s7" ? kFdVariantS7 : e == "v2" ? kFdVariantV2 : kFdVariantV1;
   }();
   return from_env;
 }

@@ -833,12 +833,13 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // slot count even under --batch-invariant): at most 8 slots (batch 1) the session-7 variant
     // built for 12 warps per SM (H200 bench_ops, batch 1: gate_up 42.8 vs 45.8 µs, down 25.3 vs
     // 29.8), else session 6's (faster from batch 16 on).
-    // Session 8 (DEEPINFER_EXPERTS_KERNEL, env().experts_kernel), per projection: "auto" = the
-    // kernel measured fastest on the H200 (bench_ops, session 8 mid run): v3 (experts_mma_v3.cuh,
-    // 12 warps per SM) for gate_up up to 128 slots and for down from 9 to 128 slots (batch 1
-    // gate_up 39.5 vs 42.4 µs; batch 16 gate_up 328.7 vs 350.7, down 177.6 vs 202.0), session 7's
-    // 12-warp kernel for down at <= 8 slots (25.4 vs 26.4), session 6's above 128 slots (batch 64:
-    // 1305 / 728 vs 1540 / 861 µs); "a" = v3 everywhere, "b" = v3 at 16 warps per SM everywhere;
+    // Session 8 (DEEPINFER_EXPERTS_KERNEL, env().experts_kernel): "auto" = session 7's choice
+    // (below); "c" = per projection the kernel bench_ops measured fastest on the H200 (session 8
+    // mid run): v3 (experts_mma_v3.cuh, 12 warps per SM) for gate_up up to 128 slots and for down
+    // from 9 to 128 slots (batch 1 gate_up 39.5 vs 42.4 µs; batch 16 gate_up 328.7 vs 350.7, down
+    // 177.6 vs 202.0), session 7's 12-warp kernel for down at <= 8 slots (25.4 vs 26.4), session
+    // 6's above 128 slots (batch 64: 1305 / 728 vs 1540 / 861 µs) — slower inside the model at
+    // batch 16; "a" = v3 everywhere, "b" = v3 at 16 warps per SM everywhere;
     // "s7" = session 7's choice; "v1" = session 6's kernel, "v2" / "v3" = session 7's 16- /
     // 12-warp kernel everywhere. All give the same bits (tested), so under --batch-invariant too
     // the choice may follow the slot count.
@@ -850,8 +851,13 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       if (experts_kernel == "v3") return kernels::kExpertsMmaV2Regs;
       if (experts_kernel == "a") return kernels::kExpertsMmaV3;
       if (experts_kernel == "b") return kernels::kExpertsMmaV3w16;
-      if (slots > 128) return kernels::kExpertsMmaV1;
-      return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
+      if (experts_kernel == "c") {  // session 8's per-projection pick from bench_ops alone
+        if (slots > 128) return kernels::kExpertsMmaV1;
+        return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
+      }
+      // auto = session 7's choice: inside the model v3 made the batch-16 step slower (bench_model,
+      // session 8 final runs: 5.45 ms with c, 5.03 with s7; batch 1 1.44 vs 1.47, within noise).
+      return slots <= 8 ? kernels::kExpertsMmaV2Regs : kernels::kExpertsMmaDefault;
     };
     const int variant_g = pick_variant(true), variant_d = pick_variant(false);
     const bool tiles8 =
