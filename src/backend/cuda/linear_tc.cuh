@@ -78,6 +78,31 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The launch fields that every stored-format tensor-core product (linear_tc, gemv_tc,
+// linear_tc_small) fills alike from one call's arguments; A is TcArgs or one of its cousins.
+template <class A>
+inline void fill_linear_args(A& a, const float* x, const void* w, const void* scale,
+                             bool scale_f32, int64_t M, int64_t N, int64_t K, int64_t G,
+                             int64_t block_rows, int64_t block_cols, int64_t k_split, float* out,
+                             float* workspace) {
+  const int64_t splits = (K + k_split - 1) / k_split;
+  a.x = x;
+  a.lda = G * K;
+  a.w = static_cast<const uint8_t*>(w);
+  a.scale = scale;
+  a.scale_f32 = scale_f32 ? 1 : 0;
+  a.M = M;
+  a.N = N;
+  a.K = K;
+  a.br = scale ? block_rows : 1;
+  a.bc = scale ? block_cols : kPromoteUnscaled;
+  a.scale_cols = scale ? (K + block_cols - 1) / block_cols : 0;
+  a.k_split = k_split;
+  a.ldo = G * N;
+  a.split_stride = M * G * N;
+  a.out = splits > 1 ? workspace : out;
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                "r"(bytes));

@@ -97,21 +97,8 @@ void linear_tc_small(int fmt, const float* x, const void* w, const void* scale, 
   if (M == 0 || N == 0 || G == 0) return;
   const int64_t splits = (K + k_split - 1) / k_split;
   tcs::SmallArgs a;
-  a.x = x;
-  a.lda = G * K;
-  a.w = static_cast<const uint8_t*>(w);
-  a.scale = scale;
-  a.scale_f32 = scale_f32 ? 1 : 0;
-  a.M = M;
-  a.N = N;
-  a.K = K;
-  a.br = scale ? block_rows : 1;
-  a.bc = scale ? block_cols : tc::kPromoteUnscaled;
-  a.scale_cols = scale ? (K + block_cols - 1) / block_cols : 0;
-  a.k_split = k_split;
-  a.ldo = G * N;
-  a.split_stride = M * G * N;
-  a.out = splits > 1 ? workspace : out;
+  tc::fill_linear_args(a, x, w, scale, scale_f32, M, N, K, G, block_rows, block_cols, k_split, out,
+                       workspace);
   const dim3 grid(static_cast<unsigned>(G * ((N + tcs::kBN - 1) / tcs::kBN)), static_cast<unsigned>(splits));
   if (fmt == 0) launch_fmt<0>(a, M, grid, s, pdl, bulk, share_x, wide);
   else if (fmt == 1) launch_fmt<1>(a, M, grid, s, pdl, bulk, share_x, wide);
