@@ -245,6 +245,14 @@ bool CudaBackend::supports_op(OpKind op, DType dtype) const {
 
 namespace {
 int32_t* flag_of(const DeviceBuffer& b) { return static_cast<int32_t*>(b.data()); }
+
+// DEEPINFER_GEMV_KERNEL, parsed once for linear and linear_multi: gemv_v3's options, or null
+// when session 7's kernels are selected.
+const kernels::Gemv3Options* gemv3_selected() {
+  static kernels::Gemv3Options options;
+  static const bool on = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &options);
+  return on ? &options : nullptr;
+}
 }  // namespace
 
 Status CudaBackend::dequantize(const Tensor& w, const Tensor* scale, int64_t block_rows,
@@ -336,16 +344,15 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
   // through a TMA ring (its own row-independent arithmetic); "s7" (or a shape it refuses) keeps
   // session 7's kernels below.
   if (!st_->batch_invariant && M <= kernels::kGemvMaxRows && (fmt == 0 || fmt == 1) && groups <= 8) {
-    static kernels::Gemv3Options g3o;
-    static const bool use_v3 = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &g3o);
+    const kernels::Gemv3Options* g3 = gemv3_selected();
     static const bool pdl3 = env().gemv_pdl;
-    if (use_v3 && kernels::gemv3_supported(fmt, K, fmt != 0, w.block_cols) &&
-        kernels::gemv3_dispatch_takes(g3o, fmt, GN, K, groups)) {
-      const int passes = kernels::gemv3_passes(fmt, M, K, g3o);
+    if (g3 && kernels::gemv3_supported(fmt, K, fmt != 0, w.block_cols) &&
+        kernels::gemv3_dispatch_takes(*g3, fmt, GN, K, groups)) {
+      const int passes = kernels::gemv3_passes(fmt, M, K, *g3);
       if (passes >= 1 && passes <= 2 &&
           kernels::gemv3_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
                                 scale_f32, M, GN / groups, K, groups, w.block_rows, w.block_cols,
-                                out.data<float>(), stream(), pdl3, g3o))
+                                out.data<float>(), stream(), pdl3, *g3))
         return launched(op);
     }
   }
@@ -489,10 +496,9 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
   static const bool pdl = env().gemv_pdl;  // programmatic dependent launch (pdl.cuh); same bits
   // Session 8: DEEPINFER_GEMV_KERNEL auto | v1..v4 fuses with the v3 kernel (gemv_v3.cuh) under
   // the same conditions as linear's v3 branch, so every output has linear's bits; s7: as before.
-  static kernels::Gemv3Options g3o;
-  static const bool use_v3 = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &g3o);
+  const kernels::Gemv3Options* g3 = gemv3_selected();
   if (ws.size() != outs.size() || st_->batch_invariant ||
-      (!use_v3 && dense != "multi" && dense != "deep"))
+      (!g3 && dense != "multi" && dense != "deep"))
     return Backend::linear_multi(x, ws, outs);
   std::vector<char> done(ws.size(), 0);
   const bool x_ok = x.dtype() == DType::kF32 && x.rank() == 2 && x.raw() != nullptr;
@@ -523,9 +529,9 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
           return -1;
       }
       // Bit 3: the v3 kernel (linear would run it on this weight alone), else session 7's.
-      if (use_v3 && kernels::gemv3_supported(fmt, K, fmt == 1, w->block_cols) &&
-          kernels::gemv3_dispatch_takes(g3o, fmt, w->rows(), K, 1)) {
-        const int passes = kernels::gemv3_passes(fmt, M, K, g3o);
+      if (g3 && kernels::gemv3_supported(fmt, K, fmt == 1, w->block_cols) &&
+          kernels::gemv3_dispatch_takes(*g3, fmt, w->rows(), K, 1)) {
+        const int passes = kernels::gemv3_passes(fmt, M, K, *g3);
         if (passes >= 1 && passes <= 2) return fmt | (sf32 ? 4 : 0) | 8;
       }
       if (dense != "multi" && dense != "deep") return -1;
@@ -553,7 +559,7 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
       const bool fused =
           (cls[i] & 8) != 0 ? kernels::gemv3_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
                                         (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
-                                        stream(), pdl, g3o)
+                                        stream(), pdl, *g3)
                  : kernels::gemv_multi(fmt, x.data<float>(), pr.data(), static_cast<int>(pr.size()),
                                        (cls[i] & 4) != 0, M, K, ws[i]->block_rows, ws[i]->block_cols,
                                        dense == "deep", stream(), pdl);
