@@ -116,11 +116,13 @@ Env Env::from_process() {
                              {"DEEPINFER_SMALL_LINEAR", &e.small_linear},
                              {"DEEPINFER_ATTENTION_KERNEL", &e.attention_kernel}}) {
     if (auto v = get(name)) {
-      static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a", "b", "c", "d"};
+      static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
+                                          "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
+                                          "w2",   "w3"};
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
       if (ok) *field = *v;
-      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4 or a..d; using auto");
+      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w or w1..w3; using auto");
     }
   }
 

@@ -74,7 +74,8 @@ struct Env {
   //   K <= 1024 or rows >= 4 KB and <= 8 MB (wq_b, indexer wq_b, wq_a, wkv, compressors, router),
   //   s7 elsewhere (the BF16 head, wo_a, wo_b, shared expert); v1 = gemv_v3 for every shape it
   //   takes; v2 = v1 with two CTAs per SM; v3 = deep ring, one CTA per SM; v4 = integer e4m3
-  //   decode; a = f16 bit-move e4m3 decode.
+  //   decode; a = f16 bit-move e4m3 decode; tc / tc1..tc3 = session 9's small-M tensor-core
+  //   product (skinny_mma, weight rows as the MMA's M) for M <= 16, variants in docs/cuda.md.
   // DEEPINFER_EXPERTS_KERNEL — routed experts of decode batches on the tensor cores (all the same
   //   bits): auto = s7 (v3 measured slower inside the batch-16 step: 5.45 vs 5.03 ms); c = per
   //   projection, experts_mma_v3.cuh for gate_up <= 128 slots and down 9..128, session 7's
@@ -84,7 +85,8 @@ struct Env {
   //   (linear_tc_small.cuh): auto = it at M <= 8 under --batch-invariant and 17 <= M <= 64 in
   //   both modes, linear_tc elsewhere; a = it for every M <= 64 (9..64 in the default mode);
   //   v1 = auto without PDL; v2 / v3 / v4 = a with a TMA bulk-copy fill / the x split per warp /
-  //   256-byte ring slots; s7 = session 7 (DEEPINFER_BI_LINEAR then picks gemv_tc | tc).
+  //   256-byte ring slots; s7 = session 7 (DEEPINFER_BI_LINEAR then picks gemv_tc | tc);
+  //   w / w1..w3 = session 9's linear_tc-bits kernel with the weight as the MMA's A operand.
   // DEEPINFER_ATTENTION_KERNEL — split-key decode attention: auto = v1 (attention_fd_v1.cu: K/V
   //   fragments shared by two head tiles, PDL, s7's bits); v2 = attention_fd_v2.cu (per-row
   //   K = V scales, in-place conversion, one barrier per chunk; other bits, same 5e-6 bound).
