@@ -243,19 +243,13 @@ Status attention(Family& f) {
     // the copy ceiling measured in the same run). The shape column of the fd rows names the plan.
     const double kv_bytes = kF * double(nnz) * m.head_dim;
     namespace ck = cuda::kernels;
-    // Session 8: the split-key variants side by side ([fd s7]: session 7's kernel; [fd v1]:
-    // attention_fd_v1.cu, s7's bits; [fd v2]: attention_fd_v2.cu, the default of
-    // DEEPINFER_ATTENTION_KERNEL=auto; each on its variant's default plan, named in the shape column).
-    struct Forced { int kernel; int variant; const char* suffix; };
-    const Forced forced[] = {{ck::kAttentionSimt, -1, " KV bytes [simt]"},
-                             {ck::kAttentionFd, ck::kFdVariantS7, " KV bytes [fd s7]"},
-                             {ck::kAttentionFd, ck::kFdVariantV1, " KV bytes [fd v1]"},
-                             {ck::kAttentionFd, ck::kFdVariantV2, " KV bytes [fd v2]"}};
-    for (const auto& [kernel, variant, suffix] : forced) {
+    struct Forced { int kernel; const char* suffix; };
+    const Forced forced[] = {{ck::kAttentionSimt, " KV bytes [simt]"},
+                             {ck::kAttentionFd, " KV bytes [fd]"}};
+    for (const auto& [kernel, suffix] : forced) {
       const std::string op = std::string(kd.name) + suffix;
       if (!f.wanted(op)) continue;
       std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz));
-      ck::set_attention_fd_variant_override(variant);  // the plan's constants are per variant
       if (kernel == ck::kAttentionFd) {
         int dev = 0, sms = 0;  // the plan the backend makes (its SM count is this device's)
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -270,17 +264,16 @@ Status attention(Family& f) {
       f.measure(op, shape, kv_bytes, flops,
                 [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
       ck::set_attention_kernel_override(-1);
-      ck::set_attention_fd_variant_override(-1);
     }
-    // Session 8: v1 with other cuts of the default plan (decode, batch <= 16), to calibrate the
-    // plan's makespan model: "[fd v1 cut N]" = N chunks (16 keys) per unit.
+    // Session 8: other cuts of the default plan (decode, batch <= 16), to calibrate the plan's
+    // makespan model: "[fd cut N]" = N chunks (16 keys) per unit.
     if (f.p.decode && S <= 16) {
       int dev = 0, sms = 0;
       if (cudaGetDevice(&dev) != cudaSuccess ||
           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         sms = 132;
       for (int cut : {1, 2, 3, 5, 8, 10, 20, 40}) {
-        const std::string op = std::string(kd.name) + " KV bytes [fd v1 cut " + std::to_string(cut) + "]";
+        const std::string op = std::string(kd.name) + " KV bytes [fd cut " + std::to_string(cut) + "]";
         if (!f.wanted(op)) continue;
         ck::set_attention_fd_chunks_per_unit_override(cut);
         const ck::AttentionFdPlan plan =
@@ -289,11 +282,9 @@ Status attention(Family& f) {
                                       std::to_string(plan.grid_units), " x ",
                                       std::to_string(plan.chunks_per_unit * 16), " keys");
         ck::set_attention_kernel_override(ck::kAttentionFd);
-        ck::set_attention_fd_variant_override(ck::kFdVariantV1);
         f.measure(op, shape, kv_bytes, flops,
                   [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
         ck::set_attention_kernel_override(-1);
-        ck::set_attention_fd_variant_override(-1);
         ck::set_attention_fd_chunks_per_unit_override(0);
       }
     }

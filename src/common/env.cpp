@@ -113,8 +113,7 @@ Env Env::from_process() {
   }
   for (auto [name, field] : {std::pair<const char*, std::string*>{"DEEPINFER_GEMV_KERNEL", &e.gemv_kernel},
                              {"DEEPINFER_EXPERTS_KERNEL", &e.experts_kernel},
-                             {"DEEPINFER_SMALL_LINEAR", &e.small_linear},
-                             {"DEEPINFER_ATTENTION_KERNEL", &e.attention_kernel}}) {
+                             {"DEEPINFER_SMALL_LINEAR", &e.small_linear}}) {
     if (auto v = get(name)) {
       static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
                                           "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
@@ -125,6 +124,10 @@ Env Env::from_process() {
       else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w or w1..w3; using auto");
     }
   }
+
+  // Session 9 removed the split-key attention variants (one kernel remains, session 8's v1).
+  if (get("DEEPINFER_ATTENTION_KERNEL"))
+    log_warning("DEEPINFER_ATTENTION_KERNEL was removed (one split-key attention kernel remains); ignored");
 
   std::string home = get("HOME").value_or("/root");
   if (auto v = get("HF_HOME")) {

@@ -87,13 +87,9 @@ struct Env {
   //   v1 = auto without PDL; v2 / v3 / v4 = a with a TMA bulk-copy fill / the x split per warp /
   //   256-byte ring slots; s7 = session 7 (DEEPINFER_BI_LINEAR then picks gemv_tc | tc);
   //   w / w1..w3 = session 9's linear_tc-bits kernel with the weight as the MMA's A operand.
-  // DEEPINFER_ATTENTION_KERNEL — split-key decode attention: auto = v1 (attention_fd_v1.cu: K/V
-  //   fragments shared by two head tiles, PDL, s7's bits); v2 = attention_fd_v2.cu (per-row
-  //   K = V scales, in-place conversion, one barrier per chunk; other bits, same 5e-6 bound).
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";
-  std::string attention_kernel = "auto";
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface

@@ -8,8 +8,8 @@
 // reported; run-to-run determinism. Session 7 (issue 7): the rescheduled kernel against the
 // session-6 schedule (bitwise, checked on the H200 in session 7 before that copy was deleted)
 // and against the double reference at batches 1 / 16 / 128 and lists of 0 / 1 / 17 / 700 keys.
-// Session 8: every case runs the split-key variant DEEPINFER_ATTENTION_KERNEL selects (auto: v2,
-// attention_fd_v2.cu); cuda_attention_fd_variants_test compares s7 / v1 / v2 with each other.
+// Session 8 rescheduled the kernel (8 warps; bitwise against session 7's on the H200, session 8);
+// session 9 deleted session 7's copy and the per-row-scale variant v2.
 // Fresh random inputs per run; the seed is printed on failure.
 #include <gtest/gtest.h>
 

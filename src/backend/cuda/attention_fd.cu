@@ -10,30 +10,33 @@
 // otherwise every unit writes its state (m, l, a per head) to scratch and attention_fd_combine
 // merges the units in order, then the sink.
 //
-// Block = 16 warps; warp w owns m-tile mt = w % 4 (heads 16·mt … 16·mt + 15) and channel quarter
-// qt = w / 4 (channels 128·qt … 128·qt + 127):
-//   * S: the warp's m-tile × 16 keys over its 128 channels (mma.sync m16n8k16, fp16 in, fp32
-//     out); the four quarters are exchanged through shared memory and added in the fixed order
-//     ((q0 + q1) + q2) + q3, so the four warps of an m-tile hold the same logits;
-//   * online softmax in fp32 on those registers (row max and sum by a fixed quad shuffle tree);
-//     P becomes the A operand of the second product without leaving registers;
-//   * O = O·f + P·V for the warp's 128 output channels (16 n-tiles × 4 fp32 per lane).
+// Block = 8 warps (256 threads, up to 255 registers each).
+// Warp w owns the m-pair mp = w & 1 (m-tiles 2mp and 2mp + 1: heads 32·mp … 32·mp + 31) and the
+// channel quarter qt = w >> 1 (channels 128·qt … 128·qt + 127):
+//   * S = Q·Kᵀ: per k-step the warp loads one K hi/lo fragment pair and uses it for both of its
+//     m-tiles (session 7's 16-warp kernel: every K fragment was loaded by the 4 warps of the 4 m-tiles).
+//     Each m-tile's product is session 7's: hi·lo' + lo·hi' + hi·hi' per n-tile, chains of 4 k-steps, the two
+//     groups of a quarter added to 0 in order; the quarters exchanged through shared memory and
+//     added ((q0 + q1) + q2) + q3 by every warp of the m-pair (4 warps: a 128-thread barrier);
+//   * online softmax per m-tile row (session 7's code, twice);
+//   * O = O·f + P·V: one V fragment (ldmatrix.trans) per n-tile feeds both m-tiles.
+// Shared memory read per chunk of 16 keys: Q 128 KiB + K 64 + V 64 + the exchange 64 (session 7:
+// 128 + 128 + 128 + 80), i.e. ~25 % less; the mma count is unchanged.
+//
+// Memory: one raw fp32 tile [16][512] (cp.async, 8 pieces of 16 bytes per thread). A thread
+// converts exactly the pieces it copied, right after its own cp.async.wait_group, and issues the
+// next chunk's copies into the same slots as soon as it has converted them (no barrier is needed
+// for the raw tile: nobody else reads a thread's pieces), so chunk c + 1 is in flight during
+// chunk c's S, softmax and P·V. Two block barriers per chunk: A (the tile's maxima are in; the
+// previous chunk's readers of K hi/lo, the exchange and the validity flags are done) and B (the
+// converted tile is complete). Shared memory (bytes): Q hi/lo 2 × 64 Ki, K = V hi/lo 2 × 16 Ki,
+// raw 32 Ki, exchange 16 Ki = 208 KiB, one block per SM.
+//
 // fp32 accuracy from fp16 tensor cores (attention_tc.cu's scheme): Q scaled per token, each
 // K = V tile per chunk, P by 2^14, each by a power of two so its largest element lies in
 // [2^14, 2^15), then split x = hi + lo (hi = fp16(x), lo = fp16(x − hi)); a product is
 // hi·lo' + lo·hi' (one accumulator) plus hi·hi' (another), each chain at most 4 mma long
 // (64 channels) before a round-to-nearest fp32 add; the dropped lo·lo' is ~2^-22 relative.
-//
-// Memory: K = V rows arrive by cp.async (16-byte copies, 4 per thread per chunk) into two raw
-// fp32 tiles: chunk c + 1 is in flight while chunk c is converted and multiplied. Session 7: a
-// thread converts exactly the 4 pieces it copied (it may read them after its own
-// cp.async.wait_group, before any barrier), so the tile's max is reduced in the same barrier
-// that publishes the chunk, and the next chunk is issued right after that barrier (which also
-// retires the previous chunk's readers): 2 block barriers per chunk instead of 4. Shared memory
-// (bytes): Q hi/lo [64][512] fp16 (2 × 64 Ki), K = V tile hi/lo [16][512] fp16 (2 × 16 Ki),
-// raw tiles 2 × [16][512] fp32 (2 × 32 Ki) = 224 KiB, one block per SM. The 16-byte chunks of
-// the fp16 rows are XOR-swizzled by row (swz) so ldmatrix is conflict-free. The quarter
-// exchange of S reuses the current raw tile once it has been converted.
 //
 // mma.sync.m16n8k16.row.col.f32.f16.f16.f32 fragments (PTX ISA "Matrix fragments for
 // mma.m16n8k16", g = lane / 4, t = lane % 4), which every index below relies on:
@@ -53,10 +56,10 @@
 //   P (A of P·V) from the S accumulators: a0 = keys 2t..2t+1 of row g (n-tile 0 c0, c1),
 //     a1 = row g + 8 (n-tile 0 c2, c3), a2 = n-tile 1 c0, c1, a3 = n-tile 1 c2, c3.
 //
-// Session 8: this is variant "s7" (DEEPINFER_ATTENTION_KERNEL=s7); the helpers it shares with
-// attention_fd_v1.cu / attention_fd_v2.cu (fragment loaders, mma, the split, the unit cut, the
-// sink, Args, the combine kernel) moved unchanged to attention_fd_common.cuh, and attention_fd()
-// below dispatches on the variant.
+// History: session 7 ran 16 warps per block with two raw fp32 tiles; session 8 (helper attn)
+// rescheduled it into the 8-warp layout above with the same per-element arithmetic in the same
+// order (tested bitwise against session 7 on the H200 before session 9 removed the old kernel and
+// the slower-in-model per-row-scale variant v2; docs/cuda.md "Split-key decode attention").
 //
 // Batch invariance: a token's cut depends on its key count and the plan (under
 // --batch-invariant: on its key count only), every block runs the same instructions whatever
@@ -69,54 +72,46 @@
 #include "backend/cuda/attention_fd.h"
 #include "backend/cuda/attention_fd_common.cuh"
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
 namespace {
 
-constexpr int kWarps = 16;
+constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-
 constexpr int kQhOff = 0;
 constexpr int kQlOff = kQhOff + kH * kRowB;
 constexpr int kKhOff = kQlOff + kH * kRowB;
 constexpr int kKlOff = kKhOff + kNc * kRowB;
 constexpr int kRawOff = kKlOff + kNc * kRowB;
 constexpr int kRawBytes = kNc * kD * 4;
-constexpr int kSmemBytes = kRawOff + 2 * kRawBytes;  // 229376
-static_assert(kSmemBytes + 256 + 4 * kThreads <= 227 * 1024, "attention_fd: shared memory");
-static_assert(kWarps * 8 * 32 * 4 <= kRawBytes, "attention_fd: the S exchange fits a raw tile");
+constexpr int kXsOff = kRawOff + kRawBytes;
+constexpr int kXsFloats = 16;  // per lane per warp: 2 m-tiles × 2 n-tiles × 4
+constexpr int kXsBytes = kWarps * kXsFloats * 32 * 4;
+constexpr int kSmemBytes = kXsOff + kXsBytes;  // 212992
+static_assert(kSmemBytes + 1024 <= 227 * 1024, "attention_fd: shared memory");
+constexpr int kPieces = kNc * kD / 4 / kThreads;  // 16-byte pieces per thread per chunk: 8
 
-// The 4 warps of m-tile mt (w = mt, mt + 4, mt + 8, mt + 12); ids 1-4 (0 is __syncthreads).
-__device__ __forceinline__ void mtile_barrier(int mt) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + mt), "r"(128) : "memory");
+// The 4 warps of m-pair mp (w = mp, mp + 2, mp + 4, mp + 6); ids 1-2 (0 is __syncthreads).
+__device__ __forceinline__ void mpair_barrier(int mp) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + mp), "r"(128) : "memory");
 }
 
-// Block-wide max (16 warps) through red[16]; every thread gets it. red must not be rewritten
-// before the caller's next __syncthreads.
-__device__ __forceinline__ float block_max16(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  float m = red[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red[w]);
-  return m;
-}
-
-// raw tile at raw_s; rows past n and bad ids are zero-filled, their validity goes to valid[r].
-__device__ __forceinline__ void issue_chunk(const Args& p, int kb, int n, uint32_t raw_s,
-                                            float* raw, int* valid) {
+// Issues (and commits as one group) this thread's copies of the n ≤ 16 rows whose ids are
+// idp[0 … n) (global memory, or the chunk's ids staged in shared memory) into the raw tile:
+// pieces tid + 256·u (row (tid >> 7) + 2u, float4 column tid & 127). Rows past n and bad ids are
+// zero-filled (by the thread that owns the piece), validity goes to valid[r].
+__device__ __forceinline__ void issue_chunk(const Args& p, const int32_t* idp, int n,
+                                            uint32_t raw_s, float* raw, int* valid) {
   const int tid = threadIdx.x;
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const int piece = tid + kThreads * u;  // 2048 pieces of 16 bytes
+  for (int u = 0; u < kPieces; ++u) {
+    const int piece = tid + kThreads * u;
     const int r = piece >> 7, c4 = piece & 127;
     bool ok = false;
     int64_t j = 0;
     if (r < n) {
-      j = p.ids[kb + r];
+      j = idp[r];
       ok = j >= 0 && j < p.T;
       if (!ok && c4 == 0) set_error(p.error_flag, kErrKeyId);
     }
@@ -140,16 +135,19 @@ __device__ __forceinline__ void issue_chunk(const Args& p, int kb, int n, uint32
 __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float red[kWarps];    // per chunk: the warps' K = V tile maxima
-  __shared__ float red_q[kWarps];  // once: the warps' Q maxima (own array: no barrier between)
+  __shared__ float red_q[kWarps];  // once: the warps' Q maxima
   __shared__ int valid_s[2][kNc];
-  __shared__ uint32_t off_s[kThreads];  // k_off | v_off << 16 below (written, read by its thread)
+  __shared__ int32_t ids_s[kNc];  // the key ids of the next chunk to issue (staged by warp 0)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int mt = warp & 3, qt = warp >> 2;
+  const int mp = warp & 1, qt = warp >> 1;
   const int64_t groups = p.nH / kH;
   const int64_t s = blockIdx.x / groups, g = blockIdx.x % groups;
+  // Launched with PDL (pdl.cuh): every input may come from the previous kernel, so wait first
+  // (every CTA, before any read); the combine (or the next kernel) may then be scheduled.
+  pdl::wait();
+  pdl::launch_dependents();
 
-  // List positions are int32 (key_offsets is int32), so the chunk walk runs in 32-bit registers.
   int begin = p.offs[s], end = p.offs[s + 1];
   if (begin < 0 || end < begin || static_cast<int64_t>(end) > p.nnz) {
     if (tid == 0 && blockIdx.y == 0) set_error(p.error_flag, kErrKeyOffsets);
@@ -159,27 +157,27 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   int n_units;
   int64_t per_unit64;
   unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit64);
-  const int per_unit = static_cast<int>(per_unit64);  // ≤ chunks
+  const int per_unit = static_cast<int>(per_unit64);
   if (static_cast<int>(blockIdx.y) >= n_units) return;  // uniform over the block
   auto chunk_rows = [&](int c) {
     const int kb = begin + c * kNc;
     return end - kb < kNc ? end - kb : kNc;
   };
-  auto raw_at = [&](int b) { return reinterpret_cast<float*>(smem + kRawOff + b * kRawBytes); };
-  const uint32_t raw_s0 = base + kRawOff;
+  float* raw = reinterpret_cast<float*>(smem + kRawOff);
+  const uint32_t raw_s = base + kRawOff;
 
   // The first chunk of the block's first unit is in flight while Q is prepared.
   {
     const int c0 = static_cast<int>(blockIdx.y) * per_unit;
-    if (c0 < chunks) issue_chunk(p, begin + c0 * kNc, chunk_rows(c0), raw_s0, raw_at(0), valid_s[0]);
+    if (c0 < chunks) issue_chunk(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
   }
-  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16. One pass:
-  // the thread's 8 pieces of 8 floats (piece i = floats 8i … 8i + 7 = row i / 64, 16-byte fp16
-  // chunk i % 64) are all loaded before the first use, then kept in registers for the split.
+  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16 (session 7's
+  // arithmetic; the max is order-free). The thread's 16 pieces of 8 floats (piece i = row i / 64,
+  // 16-byte fp16 chunk i % 64) are all loaded before the first use.
   const float* qp = p.q + (s * p.nH + g * kH) * kD;
   int tq;
   {
-    constexpr int kQPieces = kH * (kD / 8) / kThreads;  // 8
+    constexpr int kQPieces = kH * (kD / 8) / kThreads;  // 16
     float x[kQPieces][8];
 #pragma unroll
     for (int k = 0; k < kQPieces; ++k) {
@@ -199,7 +197,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
     for (int k = 0; k < kQPieces; ++k)
 #pragma unroll
       for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(x[k][e]));
-    tq = scale_exp(block_max16(qmax, red_q));
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) qmax = fmaxf(qmax, __shfl_xor_sync(kFull, qmax, o));
+    if (lane == 0) red_q[warp] = qmax;
+    __syncthreads();
+    float m = red_q[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red_q[w]);
+    tq = scale_exp(m);
     const float qf = pow2(tq);
 #pragma unroll
     for (int k = 0; k < kQPieces; ++k) {
@@ -213,216 +218,252 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
       *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
       *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
     }
-  }  // Q hi/lo is published by the first chunk's barriers (B, D) before S reads it.
+  }  // Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
 
-  // This thread's pieces of every chunk (issue_chunk): float4 column c4 of rows r0 + 4i, i < 4.
+  // This thread's pieces of every chunk: float4 column c4 of rows r0 + 2i, i < 8.
   const int c4 = tid & 127, r0 = tid >> 7;
-  // The lane's ldmatrix row offsets at the warp's first 16-byte chunk (qt·16). swz XORs the chunk
-  // index with row & 7 (bits 4-6 of the offset; row·1024 and qt·256 leave bits 4-7 clear), so the
-  // offset of chunk qt·16 + d is this offset ^ (d << 4) for any d < 16: a k-step (2 chunks)
-  // is ^ (step << 5), a P·V n-tile ^ (nt << 4): one LOP per address, nothing to spill.
-  const uint32_t q_off = swz(mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qt * 16 + (lane >> 4));
-  // k_off and v_off (both < 2^14) are re-read from shared memory each chunk: computed from
-  // registers, their 8 + 16 per-step addresses were hoisted out of the chunk loop and kept live
-  // (or spilled) through P·V (128 registers at most at 512 threads); a load in the loop cannot be
-  // hoisted, and each address is then one LOP (+ add).
-  off_s[tid] = swz((lane & 7) + ((lane >> 4) << 3), qt * 16 + ((lane >> 3) & 1)) |
-               (swz((lane & 7) + ((lane >> 3) & 1) * 8, qt * 16) << 16);
+  // ldmatrix row offsets at the quarter's first 16-byte chunk (qt·16); a k-step (2 chunks) is
+  // ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only; see attention_fd.cu).
+  // The second m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
+  const uint32_t q_off0 =
+      swz(2 * mp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qt * 16 + (lane >> 4));
+  const uint32_t q_off1 = q_off0 + 16 * kRowB;
+  const uint32_t k_off = swz((lane & 7) + ((lane >> 4) << 3), qt * 16 + ((lane >> 3) & 1));
+  const uint32_t v_off = swz((lane & 7) + ((lane >> 3) & 1) * 8, qt * 16);
+  const uint32_t vbuf = base + ((lane >> 4) ? kKlOff : kKhOff);
+  float* xs = reinterpret_cast<float*>(smem + kXsOff);
+
   for (int u = blockIdx.y; u < n_units; u += gridDim.y) {
     const int c0 = u * per_unit;
     const int c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
     if (u != static_cast<int>(blockIdx.y)) {  // a later unit (max_keys understated): restart
-      __syncthreads();                         // the last unit's readers of the raw tiles are done
-      if (c0 < c1) issue_chunk(p, begin + c0 * kNc, chunk_rows(c0), raw_s0, raw_at(0), valid_s[0]);
+      __syncthreads();                         // the last unit's readers of valid_s are done
+      if (c0 < c1) issue_chunk(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
     }
-    // Softmax state of rows g and g + 8 of the m-tile (the same in the 4 warps of the m-tile).
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    float acc[16][4];
+    // The ids of the unit's second chunk go to ids_s (read by the issue in the first chunk,
+    // after its barrier A). From then on warp 0 loads chunk c + 2's ids during chunk c and stores
+    // them after its P·V, so the issue never waits on a global load of ids.
+    if (warp == 0 && lane < kNc && c0 + 1 < c1 && lane < chunk_rows(c0 + 1))
+      ids_s[lane] = p.ids[begin + (c0 + 1) * kNc + lane];
+    // Softmax state of rows g and g + 8 of each m-tile (the same in the 4 warps of the m-pair).
+    float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+    float l_run[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    float acc[2][16][4];
 #pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
+    for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
     int e_acc = 0;  // acc = a · 2^(14 + e_acc)
 
     for (int c = c0; c < c1; ++c) {
-      const int b = (c - c0) & 1;
-      // Chunk c is the only group in flight: once it has landed this thread may read the
-      // pieces it copied (or zero-filled) itself; the tile's max starts from them.
+      const int vb = (c - c0) & 1;  // validity flags of chunk c
+      // Chunk c is the only group in flight; once landed this thread reads its own pieces.
       cp_async_wait_all();
-      const float4* raw4 = reinterpret_cast<const float4*>(raw_at(b));
+      float4 x[kPieces];
       float kmax = 0.f;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 x = raw4[(r0 + 4 * i) * (kD / 4) + c4];
-        kmax = fmaxf(kmax, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+      for (int i = 0; i < kPieces; ++i) {
+        x[i] = reinterpret_cast<const float4*>(raw)[(r0 + 2 * i) * (kD / 4) + c4];
+        kmax = fmaxf(kmax, fmaxf(fmaxf(fabsf(x[i].x), fabsf(x[i].y)),
+                                 fmaxf(fabsf(x[i].z), fabsf(x[i].w))));
       }
 #pragma unroll
       for (int o = 16; o >= 1; o >>= 1) kmax = fmaxf(kmax, __shfl_xor_sync(kFull, kmax, o));
       if (lane == 0) red[warp] = kmax;
-      // B: chunk c's validity flags and every warp's max are in; the previous chunk's readers
-      // (K hi/lo by S and P·V, raw tile b ^ 1 as the S exchange, valid_s[b ^ 1]) are done, so
-      // chunk c + 1 may now overwrite raw tile b ^ 1 and its flags.
+      // A: every warp's max is in; the previous chunk's readers (K hi/lo by S and P·V, the
+      // exchange, valid_s[vb ^ 1]) are done.
       __syncthreads();
-      if (c + 1 < c1)
-        issue_chunk(p, begin + (c + 1) * kNc, chunk_rows(c + 1), raw_s0 + (b ^ 1) * kRawBytes,
-                    raw_at(b ^ 1), valid_s[b ^ 1]);
       float tmax = red[0];
 #pragma unroll
       for (int w = 1; w < kWarps; ++w) tmax = fmaxf(tmax, red[w]);
       const int tk = scale_exp(tmax);
       const float kf = pow2(tk);
-      // Convert the thread's own 4 pieces (4 floats → 8 bytes of hi and of lo each).
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = r0 + 4 * i;
-        const float4 x = raw4[r * (kD / 4) + c4];
+      for (int i = 0; i < kPieces; ++i) {
+        const int r = r0 + 2 * i;
         uint2 hi, lo;
-        split2(__fmul_rn(x.x, kf), __fmul_rn(x.y, kf), hi.x, lo.x);
-        split2(__fmul_rn(x.z, kf), __fmul_rn(x.w, kf), hi.y, lo.y);
+        split2(__fmul_rn(x[i].x, kf), __fmul_rn(x[i].y, kf), hi.x, lo.x);
+        split2(__fmul_rn(x[i].z, kf), __fmul_rn(x[i].w, kf), hi.y, lo.y);
         const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
         *reinterpret_cast<uint2*>(smem + kKhOff + at) = hi;
         *reinterpret_cast<uint2*>(smem + kKlOff + at) = lo;
       }
-      // D: the converted tile is complete; red is free again; raw tile b is free (the exchange).
+      // The thread's raw slots are free (it alone reads them): chunk c + 1 goes in flight now.
+      if (c + 1 < c1) issue_chunk(p, ids_s, chunk_rows(c + 1), raw_s, raw, valid_s[vb ^ 1]);
+      // B: the converted tile is complete; every reader of ids_s is done.
       __syncthreads();
-      float* raw = raw_at(b);
+      // Warp 0 fetches chunk c + 2's ids now (the load is in flight during S and P·V).
+      int32_t next_id = 0;
+      const bool stage_ids = warp == 0 && lane < kNc && c + 2 < c1 && lane < chunk_rows(c + 2);
+      if (stage_ids) next_id = p.ids[begin + (c + 2) * kNc + lane];
 
-      // ---- S = Q·Kᵀ: m-tile mt × 16 keys over channels [128·qt, 128·qt + 128) ----
-      float sv[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      const uint32_t k_off = off_s[tid] & 0xffffu;
+      // ---- S = Q·Kᵀ: m-tiles 2mp, 2mp + 1 × 16 keys over channels [128·qt, 128·qt + 128) ----
+      float sv[2][2][4];
 #pragma unroll
-      for (int grp = 0; grp < 2; ++grp) {
-        // hi·lo' + lo·hi' + hi·hi' per n-tile, 4 k-steps (64 channels) per chain.
-        float tx[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;  // 2 chunks a step
-          uint32_t qh[4], ql[4], kh[4], kl[4];
-          const uint32_t qa = q_off ^ step;
-          ldsm_x4(qh, base + kQhOff + qa);
-          ldsm_x4(ql, base + kQlOff + qa);
-          const uint32_t ka = k_off ^ step;  // k_off < 2^14: the XOR stays in the low half
-          ldsm_x4(kh, base + kKhOff + ka);
-          ldsm_x4(kl, base + kKlOff + ka);
-          mma(tx[0], qh, kl[0], kl[1]);
-          mma(tx[1], qh, kl[2], kl[3]);
-          mma(tx[0], ql, kh[0], kh[1]);
-          mma(tx[1], ql, kh[2], kh[3]);
-          mma(tx[0], qh, kh[0], kh[1]);
-          mma(tx[1], qh, kh[2], kh[3]);
-        }
+      for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) sv[n][i] = __fadd_rn(sv[n][i], tx[n][i]);
-      }
-      // Exchange the quarters: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk).
-      float* xs = raw;
+          for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) xs[(warp * 8 + i) * 32 + lane] = sv[i >> 2][i & 3];
-      mtile_barrier(mt);
-      const float lf = ldexpf(p.scale, -(tq + tk));
-      float lg[2][4];
+      for (int grp = 0; grp < 2; ++grp) {
+        float tx[2][2][4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        float sum = xs[(mt * 8 + i) * 32 + lane];
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int q = 1; q < 4; ++q) sum = __fadd_rn(sum, xs[((q * 4 + mt) * 8 + i) * 32 + lane]);
-        const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
-        lg[i >> 2][i & 3] = valid_s[b][key] ? __fmul_rn(sum, lf) : -INFINITY;
-      }
-      // ---- online softmax, rows g (i = 0, 1) and g + 8 (i = 2, 3) ----
-      float f[2];
-      float pv[2][4];
+          for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = fmaxf(fmaxf(lg[0][2 * r], lg[0][2 * r + 1]), fmaxf(lg[1][2 * r], lg[1][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-        const float mn = fmaxf(m_run[r], mx);
-        float cs = 1.f;
-        if (mn == -INFINITY) {
+            for (int i = 0; i < 4; ++i) tx[mi][n][i] = 0.f;
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
-        } else {
-          cs = m_run[r] == -INFINITY ? 0.f : expf(m_run[r] - mn);
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
+          uint32_t qh[2][4], ql[2][4], kh[4], kl[4];
+          ldsm_x4(qh[0], base + kQhOff + (q_off0 ^ step));
+          ldsm_x4(ql[0], base + kQlOff + (q_off0 ^ step));
+          ldsm_x4(qh[1], base + kQhOff + (q_off1 ^ step));
+          ldsm_x4(ql[1], base + kQlOff + (q_off1 ^ step));
+          ldsm_x4(kh, base + kKhOff + (k_off ^ step));
+          ldsm_x4(kl, base + kKlOff + (k_off ^ step));
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const float x = lg[nt][2 * r + j];
-              pv[nt][2 * r + j] = x == -INFINITY ? 0.f : expf(x - mn);
-            }
+          for (int mi = 0; mi < 2; ++mi) {  // per accumulator: hi·lo', lo·hi', hi·hi' (session 7's order)
+            mma(tx[mi][0], qh[mi], kl[0], kl[1]);
+            mma(tx[mi][1], qh[mi], kl[2], kl[3]);
+            mma(tx[mi][0], ql[mi], kh[0], kh[1]);
+            mma(tx[mi][1], ql[mi], kh[2], kh[3]);
+            mma(tx[mi][0], qh[mi], kh[0], kh[1]);
+            mma(tx[mi][1], qh[mi], kh[2], kh[3]);
+          }
         }
-        float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
-                             __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
-        rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
-        rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
-        l_run[r] = fmaf(l_run[r], cs, rs);
-        m_run[r] = mn;
-        f[r] = ldexpf(cs, tk - e_acc);  // rescale and move acc into this tile's scale
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sv[mi][n][i] = __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
+      }
+      // Exchange the quarters: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk); quarter q
+      // of m-pair mp is warp mp + 2q.
+#pragma unroll
+      for (int i = 0; i < kXsFloats; ++i)
+        xs[(warp * kXsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
+      mpair_barrier(mp);
+      const float lf = ldexpf(p.scale, -(tq + tk));
+      float lg[2][2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int slot = mi * 8 + i;
+          float sum = xs[(mp * kXsFloats + slot) * 32 + lane];
+#pragma unroll
+          for (int q = 1; q < 4; ++q)
+            sum = __fadd_rn(sum, xs[((mp + 2 * q) * kXsFloats + slot) * 32 + lane]);
+          const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
+          lg[mi][i >> 2][i & 3] = valid_s[vb][key] ? __fmul_rn(sum, lf) : -INFINITY;
+        }
+      // ---- online softmax per m-tile, rows g (i = 0, 1) and g + 8 (i = 2, 3) ----
+      float f[2][2];
+      uint32_t ph[2][4], pl[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        float pv[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = fmaxf(fmaxf(lg[mi][0][2 * r], lg[mi][0][2 * r + 1]),
+                           fmaxf(lg[mi][1][2 * r], lg[mi][1][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+          const float mn = fmaxf(m_run[mi][r], mx);
+          float cs = 1.f;
+          if (mn == -INFINITY) {
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
+          } else {
+            cs = m_run[mi][r] == -INFINITY ? 0.f : expf(m_run[mi][r] - mn);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                const float xv = lg[mi][nt][2 * r + j];
+                pv[nt][2 * r + j] = xv == -INFINITY ? 0.f : expf(xv - mn);
+              }
+          }
+          float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
+                               __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
+          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
+          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
+          l_run[mi][r] = fmaf(l_run[mi][r], cs, rs);
+          m_run[mi][r] = mn;
+          f[mi][r] = ldexpf(cs, tk - e_acc);  // rescale and move acc into this tile's scale
+        }
+        // P · 2^14 as the A operand: a0 (row g, keys 2t..), a1 (g + 8), a2 (g, 8 + 2t..), a3.
+        constexpr float kP = 16384.f;
+        split2(__fmul_rn(pv[0][0], kP), __fmul_rn(pv[0][1], kP), ph[mi][0], pl[mi][0]);
+        split2(__fmul_rn(pv[0][2], kP), __fmul_rn(pv[0][3], kP), ph[mi][1], pl[mi][1]);
+        split2(__fmul_rn(pv[1][0], kP), __fmul_rn(pv[1][1], kP), ph[mi][2], pl[mi][2]);
+        split2(__fmul_rn(pv[1][2], kP), __fmul_rn(pv[1][3], kP), ph[mi][3], pl[mi][3]);
       }
       e_acc = tk;
-      // P · 2^14 as the A operand: a0 (row g, keys 2t..), a1 (g + 8), a2 (g, 8 + 2t..), a3.
-      constexpr float kP = 16384.f;
-      uint32_t ph[4], pl[4];
-      split2(__fmul_rn(pv[0][0], kP), __fmul_rn(pv[0][1], kP), ph[0], pl[0]);
-      split2(__fmul_rn(pv[0][2], kP), __fmul_rn(pv[0][3], kP), ph[1], pl[1]);
-      split2(__fmul_rn(pv[1][0], kP), __fmul_rn(pv[1][1], kP), ph[2], pl[2]);
-      split2(__fmul_rn(pv[1][2], kP), __fmul_rn(pv[1][3], kP), ph[3], pl[3]);
 
-      // ---- O = O·f + P·V over the warp's 128 channels ----
-      const uint32_t vbuf = base + ((lane >> 4) ? kKlOff : kKhOff);
-      const uint32_t vo = off_s[tid] >> 16;
+      // ---- O = O·f + P·V over the warp's 128 channels, one V fragment for both m-tiles ----
 #pragma unroll
       for (int nt = 0; nt < 16; ++nt) {
         uint32_t v[4];  // hi b0, hi b1, lo b0, lo b1
-        ldsm_x4_t(v, vbuf + (vo ^ (static_cast<uint32_t>(nt) << 4)));
-        float t[4] = {0.f, 0.f, 0.f, 0.f};
-        mma(t, ph, v[2], v[3]);
-        mma(t, pl, v[0], v[1]);
-        mma(t, ph, v[0], v[1]);
-        acc[nt][0] = fmaf(acc[nt][0], f[0], t[0]);
-        acc[nt][1] = fmaf(acc[nt][1], f[0], t[1]);
-        acc[nt][2] = fmaf(acc[nt][2], f[1], t[2]);
-        acc[nt][3] = fmaf(acc[nt][3], f[1], t[3]);
+        ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          float t[4] = {0.f, 0.f, 0.f, 0.f};
+          mma(t, ph[mi], v[2], v[3]);
+          mma(t, pl[mi], v[0], v[1]);
+          mma(t, ph[mi], v[0], v[1]);
+          acc[mi][nt][0] = fmaf(acc[mi][nt][0], f[mi][0], t[0]);
+          acc[mi][nt][1] = fmaf(acc[mi][nt][1], f[mi][0], t[1]);
+          acc[mi][nt][2] = fmaf(acc[mi][nt][2], f[mi][1], t[2]);
+          acc[mi][nt][3] = fmaf(acc[mi][nt][3], f[mi][1], t[3]);
+        }
       }
+      if (stage_ids) ids_s[lane] = next_id;  // read by chunk c + 1's issue, after its barrier A
     }
 
-    // ---- epilogue: a = acc · 2^−(14 + e_acc) ----
+    // ---- epilogue: a = acc · 2^−(14 + e_acc) (session 7's) ----
     const int e_out = -(14 + e_acc);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int64_t h = g * kH + mt * 16 + lane / 4 + 8 * r;
-      const int col0 = qt * 128 + 2 * (lane & 3);
-      if (n_units == 1) {
-        float cs, total;
-        const bool ok = finish_scale(m_run[r], l_run[r], p.sinks ? p.sinks + h : nullptr,
-                                     end > begin, cs, total);
-        float* o = p.out + (s * p.nH + h) * kD;
+    for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int nt = 0; nt < 16; ++nt) {
-          const float a0 = ldexpf(acc[nt][2 * r], e_out), a1 = ldexpf(acc[nt][2 * r + 1], e_out);
-          float2 v;
-          v.x = ok ? __fdiv_rn(__fmul_rn(a0, cs), total) : 0.f;
-          v.y = ok ? __fdiv_rn(__fmul_rn(a1, cs), total) : 0.f;
-          *reinterpret_cast<float2*>(o + col0 + nt * 8) = v;
-        }
-      } else {
-        float* part = p.parts + ((s * p.grid_units + u) * p.nH + h) * kPartRow;
-        if (qt == 0 && (lane & 3) == 0) {
-          part[0] = m_run[r];
-          part[1] = l_run[r];
-        }
+      for (int r = 0; r < 2; ++r) {
+        const int64_t h = g * kH + (2 * mp + mi) * 16 + lane / 4 + 8 * r;
+        const int col0 = qt * 128 + 2 * (lane & 3);
+        if (n_units == 1) {
+          float cs, total;
+          const bool ok = finish_scale(m_run[mi][r], l_run[mi][r],
+                                       p.sinks ? p.sinks + h : nullptr, end > begin, cs, total);
+          float* o = p.out + (s * p.nH + h) * kD;
 #pragma unroll
-        for (int nt = 0; nt < 16; ++nt) {
-          float2 v;
-          v.x = ldexpf(acc[nt][2 * r], e_out);
-          v.y = ldexpf(acc[nt][2 * r + 1], e_out);
-          *reinterpret_cast<float2*>(part + 4 + col0 + nt * 8) = v;
+          for (int nt = 0; nt < 16; ++nt) {
+            const float a0 = ldexpf(acc[mi][nt][2 * r], e_out);
+            const float a1 = ldexpf(acc[mi][nt][2 * r + 1], e_out);
+            float2 v;
+            v.x = ok ? __fdiv_rn(__fmul_rn(a0, cs), total) : 0.f;
+            v.y = ok ? __fdiv_rn(__fmul_rn(a1, cs), total) : 0.f;
+            *reinterpret_cast<float2*>(o + col0 + nt * 8) = v;
+          }
+        } else {
+          float* part = p.parts + ((s * p.grid_units + u) * p.nH + h) * kPartRow;
+          if (qt == 0 && (lane & 3) == 0) {
+            part[0] = m_run[mi][r];
+            part[1] = l_run[mi][r];
+          }
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt) {
+            float2 v;
+            v.x = ldexpf(acc[mi][nt][2 * r], e_out);
+            v.y = ldexpf(acc[mi][nt][2 * r + 1], e_out);
+            *reinterpret_cast<float2*>(part + 4 + col0 + nt * 8) = v;
+          }
         }
       }
-    }
   }
 }
 
@@ -432,23 +473,6 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t st) {
-  const int variant = attention_fd_variant_requested();
-  if (variant == kFdVariantV1) {
-    attention_fd_v1(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
-                    error_flag, st);
-  } else if (variant == kFdVariantV2) {
-    attention_fd_v2(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
-                    error_flag, st);
-  } else {
-    attention_fd_s7(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
-                    error_flag, st);
-  }
-}
-
-void attention_fd_s7(const float* q, const float* kv, const int32_t* key_offsets,
-                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
-                     int64_t nH, int64_t T, float scale, float* out, float* parts,
-                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t st) {
   if (S * nH == 0) return;
   static std::atomic<uint64_t> opt_in{0};
   opt_in_smem_per_device(opt_in, attention_fd_kernel, kSmemBytes);
@@ -473,8 +497,12 @@ void attention_fd_s7(const float* q, const float* kv, const int32_t* key_offsets
            reinterpret_cast<uintptr_t>(q) % 16 == 0,
            error_flag};
     const dim3 grid(static_cast<unsigned>(n * (nH / kH)), static_cast<unsigned>(a.grid_units));
-    attention_fd_kernel<<<grid, kThreads, kSmemBytes, st>>>(a);
-    if (a.grid_units > 1) attention_fd_combine<<<static_cast<unsigned>(n * nH), 128, 0, st>>>(a);
+    // Both launches with programmatic dependent launch (their launch latency overlaps the
+    // previous kernel's tail; each waits for its predecessor before reading anything).
+    pdl::launch(attention_fd_kernel, grid, dim3(kThreads), kSmemBytes, st, true, a);
+    if (a.grid_units > 1)
+      pdl::launch(attention_fd_combine, dim3(static_cast<unsigned>(n * nH)), dim3(128), 0, st, true,
+                  a);
   }
 }
 

@@ -51,8 +51,7 @@ struct AttentionFdPlan {
 // The plan for S tokens of nH heads whose lists hold at most max_keys keys, on num_sms SMs.
 // batch_invariant: chunks_per_unit is the constant kFdInvariantChunks (a token's bits then
 // depend on its own inputs only: not on S, the grid or the other tokens); otherwise the unit count
-// minimises a makespan model of the launch (one block per SM at a time; see attention_fd.cu)
-// whose constants belong to the variant attention_fd_variant_requested() names (session 8).
+// minimises a makespan model of the launch (one block per SM at a time; see attention_fd.cu).
 AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
                                   bool batch_invariant);
 constexpr int kFdInvariantChunks = 8;  // 128 keys per unit under --batch-invariant
@@ -62,43 +61,10 @@ void set_attention_fd_chunks_per_unit_override(int n);
 
 // out[S, nH, 512] = attention of q[S, nH, 512] over rows kv[T, 1, 512] listed per token by
 // key_offsets[S+1] / key_ids[nnz], optional sinks[nH], softmax scale `scale`;
-// parts: plan.parts_floats floats of scratch (null when 0). Runs the variant
-// attention_fd_variant_requested() names (every variant: the same plan, the same scratch).
+// parts: plan.parts_floats floats of scratch (null when 0).
 void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t s);
-
-// Session 8: which split-key kernel attention_fd runs, DEEPINFER_ATTENTION_KERNEL
-// (env().attention_kernel): "s7" → kFdVariantS7 (session 7's kernel, attention_fd.cu: 16 warps,
-// two raw fp32 tiles); "v1" → kFdVariantV1 (attention_fd_v1.cu: 8 warps, K = V fragments shared
-// by two m-tiles; docs/cuda.md "Split-key decode attention v2"), the same bits as s7 (the same
-// per-element arithmetic in the same order; tested bitwise); "v2" or "auto" (the default) →
-// kFdVariantV2 (attention_fd_v2.cu: v1's layout, K = V scaled per row and converted in place by
-// the warp that copied it, one block barrier per chunk; other bits, the same accuracy bound;
-// the fastest of the three on the H200 at every measured shape).
-enum AttentionFdVariant : int {
-  kFdVariantS7 = 0,
-  kFdVariantV1 = 1,
-  kFdVariantV2 = 2,
-};
-int attention_fd_variant_requested();
-// Tests and bench_ops: force kFdVariantS7, kFdVariantV1 or kFdVariantV2 in-process; any other
-// value (−1 included) returns to the environment's choice.
-void set_attention_fd_variant_override(int variant);
-// The variants themselves (same arguments as attention_fd).
-void attention_fd_s7(const float* q, const float* kv, const int32_t* key_offsets,
-                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
-                     int64_t nH, int64_t T, float scale, float* out, float* parts,
-                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t s);
-void attention_fd_v1(const float* q, const float* kv, const int32_t* key_offsets,
-                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
-                     int64_t nH, int64_t T, float scale, float* out, float* parts,
-                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t s);
-void attention_fd_v2(const float* q, const float* kv, const int32_t* key_offsets,
-                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
-                     int64_t nH, int64_t T, float scale, float* out, float* parts,
-                     const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t s);
-
 
 }  // namespace deepinfer::cuda::kernels

@@ -1,10 +1,9 @@
-// Device helpers shared by the split-key attention kernels (attention_fd.cu: session 7's
-// kernel "s7"; attention_fd_v1.cu: session 8's kernel "v1"): the fixed geometry, the fragment
-// loaders and mma (fragment layouts: attention_fd.cu's header), the fp16 hi/lo split and its
-// power-of-two scales, the unit cut of a token, the sink, the kernel arguments and the combine
-// kernel that merges the units of a split token. Included only by those .cu files (C++17); the
-// anonymous namespace gives each of them its own copy. Moved here unchanged from attention_fd.cu
-// in session 8, so both kernels run exactly the same per-element arithmetic.
+// Device helpers of the split-key attention kernel (attention_fd.cu): the fixed geometry, the
+// fragment loaders and mma (fragment layouts: attention_fd.cu's header), the fp16 hi/lo split
+// and its power-of-two scales, the unit cut of a token, the sink, the kernel arguments and the
+// combine kernel that merges the units of a split token. Included only by attention_fd.cu
+// (C++17). Split out in session 8 while two kernels shared it; kept apart to keep the kernel
+// file readable.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -130,8 +129,7 @@ struct Args {
 // One block per (token, head) of tokens with more than one unit; thread i owns channels
 // 4i … 4i + 3. With M = max_u m_u and w_u = exp(m_u − M) (0 for a unit without a valid key),
 // l = Σ_u l_u·w_u and a = Σ_u a_u·w_u, units in order; then the sink as attention.cu does.
-// Session 8: pdl::wait() first (a no-op when launched plainly, as s7 does; v1 launches it with
-// PDL after its main kernel).
+// pdl::wait() first: it is launched with PDL after the main kernel.
 __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
   __shared__ float m_s[kMaxGridUnits], l_s[kMaxGridUnits], w_s[kMaxGridUnits];
   pdl::wait();

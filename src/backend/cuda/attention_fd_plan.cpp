@@ -12,20 +12,12 @@ namespace deepinfer::cuda::kernels {
 namespace {
 
 std::atomic<int> g_override{-1};
-std::atomic<int> g_variant_override{-1};  // attention_fd_variant_requested
 std::atomic<int> g_cpu_override{0};  // set_attention_fd_chunks_per_unit_override
 
 constexpr int64_t kPartsBudgetFloats = int64_t{16} << 20;  // 64 MiB of scratch per slice
 // Makespan model of the plan (in chunk times): a block costs its chunks plus a block overhead
 // (Q: 128 KiB read and split, the pipeline's fill), a launch with units pays a combine cost once.
-// Per variant (session 8): s7 keeps session 7's constants, so DEEPINFER_ATTENTION_KERNEL=s7
-// reproduces session 7's cut; v1 / v2 have their own (a faster chunk makes the fixed costs
-// larger in chunk times).
-struct PlanCosts {
-  int64_t block_overhead, combine;
-};
-constexpr PlanCosts kS7Costs{2, 2};
-constexpr PlanCosts kV1Costs{2, 2};
+constexpr int64_t kBlockOverhead = 2, kCombine = 2;
 
 }  // namespace
 
@@ -36,27 +28,6 @@ int attention_kernel_requested() {
   if (e == "simt") return kAttentionSimt;
   if (e == "fd") return kAttentionFd;
   return kAttentionAuto;  // "auto" (the default; env.cpp maps the removed "tc" to it)
-}
-
-int attention_fd_variant_requested() {
-  const int o = g_variant_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o;
-  // Parsed once (env() is read once per process); unknown names mean auto.
-  static const int from_env = [] {
-    const std::string& e = env().attention_kernel;
-    // auto = v1 (s7's bits): in bench_ops v2 was fastest at every shape (session 8 mid run, CSA
-    // decode batch 1 / 16 / 128: v2 27.1 / 55.7 / 246.8 µs, v1 28.1 / 56.4 / 249.8, s7 28.9 /
-    // 60.4 / 263.3), but inside the batch-1 model step (scripts/gpu_profile.sh, final run) v2's
-    // launches took 196 µs against s7's 124, and bench_model did not tell the three apart
-    // (1.42–1.44 ms / 5.44–5.46 ms per step at batch 1 / 16).
-    return e == "s7" ? kFdVariantS7 : e == "v2" ? kFdVariantV2 : kFdVariantV1;
-  }();
-  return from_env;
-}
-
-void set_attention_fd_variant_override(int variant) {
-  const bool known = variant == kFdVariantS7 || variant == kFdVariantV1 || variant == kFdVariantV2;
-  g_variant_override.store(known ? variant : -1);
 }
 
 void set_attention_fd_chunks_per_unit_override(int n) { g_cpu_override.store(n > 0 ? n : 0); }
@@ -80,14 +51,13 @@ AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int n
   } else {
     const int64_t blocks = S * (nH / kFdHeads);
     const int64_t sms = num_sms > 0 ? num_sms : 132;
-    const PlanCosts k = attention_fd_variant_requested() == kFdVariantS7 ? kS7Costs : kV1Costs;
     int64_t best_cost = INT64_MAX;
     int best_cpu = static_cast<int>(C < INT32_MAX ? C : INT32_MAX);
     for (int64_t u = 1; u <= C && u <= kFdMaxGridUnits; ++u) {
       const int64_t cpu = (C + u - 1) / u;
       if ((C + cpu - 1) / cpu != u) continue;  // the same cut as a smaller u
       const int64_t waves = (blocks * u + sms - 1) / sms;
-      const int64_t cost = waves * (cpu + k.block_overhead) + (u > 1 ? k.combine : 0);
+      const int64_t cost = waves * (cpu + kBlockOverhead) + (u > 1 ? kCombine : 0);
       if (cost < best_cost) best_cost = cost, best_cpu = static_cast<int>(cpu);
     }
     plan.chunks_per_unit = best_cpu;
