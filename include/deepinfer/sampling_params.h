@@ -38,6 +38,11 @@ struct StructuredOutputsParams {
   // JSON Schema: ignore keywords that cannot be enforced exactly (one warning per keyword)
   // instead of refusing the schema. Strict (false) is the default: never silently looser.
   bool lenient = false;
+  // JSON Schema `format`: kAssert (default) enforces the supported formats (date, date-time,
+  // email, uuid, ...) and refuses unknown ones; kAnnotation treats `format` as draft 2020-12's
+  // default vocabulary does, as an annotation that constrains nothing (any string).
+  enum class Format { kAssert, kAnnotation };
+  Format format = Format::kAssert;
   // JSON (schema or json_object): kFlexible allows bounded whitespace between JSON tokens (like
   // vLLM's default any-whitespace); kCompact allows none.
   Whitespace whitespace = Whitespace::kFlexible;

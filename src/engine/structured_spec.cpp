@@ -19,6 +19,9 @@ bool looks_like_lark(const std::string& text) {
 StatusOr<CompiledSpec> compile_spec(const StructuredOutputsParams& p) {
   structured::JsonSchemaOptions jo;
   jo.lenient = p.lenient;
+  jo.format = p.format == StructuredOutputsParams::Format::kAnnotation
+                  ? structured::JsonSchemaOptions::Format::kAnnotation
+                  : structured::JsonSchemaOptions::Format::kAssert;
   jo.whitespace = p.whitespace == StructuredOutputsParams::Whitespace::kCompact
                       ? structured::JsonSchemaOptions::Whitespace::kCompact
                       : structured::JsonSchemaOptions::Whitespace::kFlexible;

@@ -67,6 +67,7 @@ std::string StructuredOutputsParams::cache_key() const {
   if (json || json_object) {
     key += lenient ? 'L' : 'S';
     key += whitespace == Whitespace::kCompact ? 'C' : 'F';
+    key += format == Format::kAnnotation ? 'n' : 'a';
   }
   if (grammar) key += static_cast<char>('0' + static_cast<int>(grammar_syntax));
   key += '|';

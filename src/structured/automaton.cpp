@@ -226,6 +226,106 @@ void closure(const Nfa& nfa, std::vector<uint32_t>* set, bool allow_begin, bool 
   std::sort(set->begin(), set->end());
 }
 
+// Hopcroft's partition refinement: blocks start as {accepting} / {not accepting} and are split
+// by the predecessors (on one byte class) of a block in the worklist, until stable; then
+// renumbered by the first state of each block (the dead state 0 stays 0: its row is all zeros,
+// and non-live states, already folded into 0, join its block). Returns the new state count.
+uint32_t minimize(std::vector<uint32_t>* trans, std::vector<uint8_t>* accepting, uint32_t* start,
+                  uint32_t ns, uint32_t nc) {
+  // Inverse transitions, per (class, target): the sources.
+  std::vector<uint32_t> inv_off(static_cast<size_t>(nc) * ns + 1, 0), inv(static_cast<size_t>(nc) * ns);
+  for (uint32_t s = 0; s < ns; ++s) {
+    for (uint32_t c = 0; c < nc; ++c) ++inv_off[static_cast<size_t>(c) * ns + (*trans)[static_cast<size_t>(s) * nc + c] + 1];
+  }
+  for (size_t i = 1; i < inv_off.size(); ++i) inv_off[i] += inv_off[i - 1];
+  {
+    std::vector<uint32_t> fill(inv_off.begin(), inv_off.end() - 1);
+    for (uint32_t s = 0; s < ns; ++s) {
+      for (uint32_t c = 0; c < nc; ++c) inv[fill[static_cast<size_t>(c) * ns + (*trans)[static_cast<size_t>(s) * nc + c]]++] = s;
+    }
+  }
+  // Blocks are ranges [bstart, bend) of `elems`; loc[s] is s's index in elems.
+  std::vector<uint32_t> elems(ns), loc(ns), blk(ns), bstart, bend, marked;
+  uint32_t na = 0;
+  for (uint32_t s = 0; s < ns; ++s) na += (*accepting)[s] != 0;
+  uint32_t ia = 0, in = na;  // accepting states first
+  for (uint32_t s = 0; s < ns; ++s) {
+    uint32_t i = (*accepting)[s] ? ia++ : in++;
+    elems[i] = s;
+    loc[s] = i;
+  }
+  auto add_block = [&](uint32_t b, uint32_t e) {
+    bstart.push_back(b);
+    bend.push_back(e);
+    marked.push_back(0);
+    uint32_t id = static_cast<uint32_t>(bstart.size() - 1);
+    for (uint32_t i = b; i < e; ++i) blk[elems[i]] = id;
+    return id;
+  };
+  std::vector<uint8_t> in_work;
+  std::vector<std::pair<uint32_t, uint32_t>> work;  // (block, class)
+  auto size = [&](uint32_t b) { return bend[b] - bstart[b]; };
+  auto push = [&](uint32_t b, uint32_t c) {
+    if (in_work.size() < bstart.size() * nc) in_work.resize(bstart.size() * nc * 2, 0);
+    if (!in_work[static_cast<size_t>(b) * nc + c]) { in_work[static_cast<size_t>(b) * nc + c] = 1; work.push_back({b, c}); }
+  };
+  if (na > 0 && na < ns) {
+    uint32_t a = add_block(0, na), r = add_block(na, ns);
+    uint32_t smaller = size(a) <= size(r) ? a : r;
+    for (uint32_t c = 0; c < nc; ++c) push(smaller, c);
+  } else {
+    add_block(0, ns);
+  }
+  std::vector<uint32_t> splitter, touched;
+  while (!work.empty()) {
+    auto [a, c] = work.back();
+    work.pop_back();
+    in_work[static_cast<size_t>(a) * nc + c] = 0;
+    splitter.assign(elems.begin() + bstart[a], elems.begin() + bend[a]);
+    touched.clear();
+    for (uint32_t t : splitter) {
+      const size_t k = static_cast<size_t>(c) * ns + t;
+      for (uint32_t q = inv_off[k]; q < inv_off[k + 1]; ++q) {
+        uint32_t s = inv[q], b = blk[s];
+        uint32_t front = bstart[b] + marked[b];
+        if (loc[s] < front) continue;  // already marked
+        uint32_t other = elems[front];
+        std::swap(elems[loc[s]], elems[front]);
+        loc[other] = loc[s];
+        loc[s] = front;
+        if (marked[b]++ == 0) touched.push_back(b);
+      }
+    }
+    for (uint32_t b : touched) {
+      uint32_t m = marked[b];
+      marked[b] = 0;
+      if (m == size(b)) continue;
+      uint32_t nb = add_block(bstart[b], bstart[b] + m);  // the marked part
+      bstart[b] += m;
+      for (uint32_t d = 0; d < nc; ++d) {
+        if (in_work.size() > static_cast<size_t>(b) * nc + d && in_work[static_cast<size_t>(b) * nc + d]) push(nb, d);
+        else push(size(nb) <= size(b) ? nb : b, d);
+      }
+    }
+  }
+  const uint32_t blocks = static_cast<uint32_t>(bstart.size());
+  std::vector<uint32_t> new_id(blocks, UINT32_MAX), rep;
+  for (uint32_t s = 0; s < ns; ++s) {
+    if (new_id[blk[s]] == UINT32_MAX) { new_id[blk[s]] = static_cast<uint32_t>(rep.size()); rep.push_back(s); }
+  }
+  std::vector<uint32_t> t2(static_cast<size_t>(rep.size()) * nc);
+  std::vector<uint8_t> acc2(rep.size());
+  for (uint32_t b = 0; b < rep.size(); ++b) {
+    const uint32_t* row = trans->data() + static_cast<size_t>(rep[b]) * nc;
+    for (uint32_t c = 0; c < nc; ++c) t2[static_cast<size_t>(b) * nc + c] = new_id[blk[row[c]]];
+    acc2[b] = (*accepting)[rep[b]];
+  }
+  *start = new_id[blk[*start]];
+  trans->swap(t2);
+  accepting->swap(acc2);
+  return static_cast<uint32_t>(rep.size());
+}
+
 }  // namespace
 
 Dfa::Dfa(std::shared_ptr<const Tables> t)
@@ -454,6 +554,7 @@ StatusOr<Dfa> Dfa::build_uncached(const TerminalSpec& spec, uint32_t max_states)
   }
   for (auto& t : dfa.trans) if (!live[t]) t = 0;
   if (!live[dfa.start]) dfa.start = 0;
+  if (spec.minimize) ns = minimize(&dfa.trans, &dfa.accepting, &dfa.start, ns, dfa.num_classes);
   dfa.has_successor.assign(ns, 0);
   for (uint32_t s = 1; s < ns; ++s) {
     for (uint32_t c = 0; c < dfa.num_classes; ++c) {

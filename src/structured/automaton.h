@@ -29,6 +29,13 @@ struct TerminalComponent {
 struct TerminalSpec {
   std::string name;  // for diagnostics and as a deduplication key (with the components)
   std::vector<TerminalComponent> components;
+  // A state limit this terminal may use even when the grammar's is lower (0: none). Set for
+  // lexemes whose exact automaton is known to be larger, e.g. date-time with its leap seconds.
+  uint32_t min_state_limit = 0;
+  // Minimize the DFA after the subset construction (Hopcroft's partition refinement; same
+  // language, fewest states). Off by default: the subset construction's states are kept as they
+  // are for every other lexeme.
+  bool minimize = false;
 };
 
 class Dfa {

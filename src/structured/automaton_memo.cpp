@@ -16,6 +16,7 @@ void append_u32(std::string* out, uint32_t x) { out->append(reinterpret_cast<con
 std::string build_key(const TerminalSpec& spec, uint32_t max_states) {
   std::string k;
   append_u32(&k, max_states);
+  append_u32(&k, spec.minimize ? 1u : 0u);
   append_u32(&k, static_cast<uint32_t>(spec.components.size()));
   for (const auto& c : spec.components) {
     append_u32(&k, static_cast<uint32_t>(c.mode) | (c.json_string ? 16u : 0u) | (c.negated ? 32u : 0u));

@@ -1,5 +1,6 @@
 #include "structured/grammar.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -120,7 +121,7 @@ StatusOr<std::shared_ptr<CompiledGrammar>> CompiledGrammar::compile(GrammarBuild
   }
   uint64_t dfa_bytes = 0;
   for (const auto& t : b.terminals_) {
-    DI_ASSIGN_OR_RETURN(Dfa d, Dfa::build(t, limits.max_dfa_states_per_terminal));
+    DI_ASSIGN_OR_RETURN(Dfa d, Dfa::build(t, std::max(limits.max_dfa_states_per_terminal, t.min_state_limit)));
     dfa_bytes += d.memory_bytes();
     if (dfa_bytes > limits.max_total_dfa_bytes) {
       return ResourceExhausted("grammar terminals exceed " +

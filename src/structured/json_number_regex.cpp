@@ -1,5 +1,6 @@
 #include "structured/json_number_regex.h"
 
+#include <cctype>
 #include <cmath>
 #include <vector>
 
@@ -65,9 +66,10 @@ std::string uint_range_regex(uint64_t a, std::optional<uint64_t> b) {
 }
 
 StatusOr<std::string> number_regex(bool integer_only, std::optional<NumberBound> lower,
-                                   std::optional<NumberBound> upper) {
+                                   std::optional<NumberBound> upper, bool zero_fraction) {
+  const std::string zf = integer_only && zero_fraction ? "(?:\\.0+)?" : "";
   if (!lower && !upper) {
-    return integer_only ? std::string("-?(?:0|[1-9][0-9]*)")
+    return integer_only ? "-?(?:0|[1-9][0-9]*)" + zf
                         : std::string("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?");
   }
   // Integers: normalise to inclusive integral bounds.
@@ -106,9 +108,11 @@ StatusOr<std::string> number_regex(bool integer_only, std::optional<NumberBound>
       if (lo) b = static_cast<uint64_t>(-*lo);
       parts.push_back("-" + uint_range_regex(a, b));
     }
+    // "-0" has the value 0.
+    if (zero_fraction && (!lo || *lo <= 0) && (!hi || *hi >= 0)) parts.push_back("-0");
     std::string out = "(?:";
     for (size_t i = 0; i < parts.size(); ++i) out += (i ? "|" : "") + parts[i];
-    return out + ")";
+    return out + ")" + zf;
   }
   // Numbers: integral bounds only; no exponent.
   auto integral = [](double v) { return std::floor(v) == v; };
@@ -180,6 +184,67 @@ StatusOr<std::string> number_regex(bool integer_only, std::optional<NumberBound>
   std::string out = "(?:";
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "|" : "") + parts[i];
   return out + ")";
+}
+
+std::string expand_numeral(const std::string& numeral, size_t max_len) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < numeral.size() && numeral[i] == '-') { neg = true; ++i; }
+  std::string int_digits, frac_digits;
+  while (i < numeral.size() && std::isdigit(static_cast<unsigned char>(numeral[i]))) int_digits += numeral[i++];
+  if (int_digits.empty()) return "";
+  if (i < numeral.size() && numeral[i] == '.') {
+    ++i;
+    while (i < numeral.size() && std::isdigit(static_cast<unsigned char>(numeral[i]))) frac_digits += numeral[i++];
+    if (frac_digits.empty()) return "";
+  }
+  long long exp = 0;
+  if (i < numeral.size() && (numeral[i] == 'e' || numeral[i] == 'E')) {
+    ++i;
+    bool eneg = false;
+    if (i < numeral.size() && (numeral[i] == '+' || numeral[i] == '-')) eneg = numeral[i++] == '-';
+    if (i == numeral.size()) return "";
+    for (; i < numeral.size() && std::isdigit(static_cast<unsigned char>(numeral[i])); ++i) {
+      exp = exp * 10 + (numeral[i] - '0');
+      if (exp > static_cast<long long>(max_len) + 1000) return "";
+    }
+    if (eneg) exp = -exp;
+  }
+  if (i != numeral.size()) return "";
+  // value = 0.[int_digits frac_digits] * 10^(point), point = digits before the decimal point.
+  std::string digits = int_digits + frac_digits;
+  long long point = static_cast<long long>(int_digits.size()) + exp;
+  if (point > static_cast<long long>(max_len) || -point > static_cast<long long>(max_len)) return "";
+  std::string ip, fp;
+  if (point <= 0) {
+    fp = std::string(static_cast<size_t>(-point), '0') + digits;
+  } else if (static_cast<size_t>(point) >= digits.size()) {
+    ip = digits + std::string(static_cast<size_t>(point) - digits.size(), '0');
+  } else {
+    ip = digits.substr(0, static_cast<size_t>(point));
+    fp = digits.substr(static_cast<size_t>(point));
+  }
+  size_t nz = ip.find_first_not_of('0');
+  ip = nz == std::string::npos ? "0" : ip.substr(nz);
+  while (!fp.empty() && fp.back() == '0') fp.pop_back();
+  std::string out = (neg ? "-" : "") + ip + (fp.empty() ? "" : "." + fp);
+  if (out.size() > max_len) return "";
+  return out;
+}
+
+std::string equal_value_regex(const std::string& digits) {
+  std::string e = expand_numeral(digits);
+  if (e.empty()) return "[]";
+  bool neg = e[0] == '-';
+  if (neg) e = e.substr(1);
+  size_t dot = e.find('.');
+  std::string ip = dot == std::string::npos ? e : e.substr(0, dot);
+  std::string fp = dot == std::string::npos ? "" : e.substr(dot + 1);
+  if (ip == "0" && fp.empty()) return "-?0(?:\\.0+)?";
+  std::string out = neg ? "-" : "";
+  out += ip;
+  if (fp.empty()) return out + "(?:\\.0+)?";
+  return out + "\\." + fp + "0*";
 }
 
 }  // namespace deepinfer::structured

@@ -22,6 +22,11 @@ struct JsonSchemaOptions {
   Whitespace whitespace = Whitespace::kFlexible;
   uint32_t max_whitespace = 32;
   bool lenient = false;
+  // `format`. kAssert (default; what users of vLLM/SGLang structured outputs expect): the
+  // supported formats are enforced exactly and unknown ones refused. kAnnotation: draft
+  // 2020-12's default vocabulary (format-annotation): `format` constrains nothing.
+  enum class Format { kAssert, kAnnotation };
+  Format format = Format::kAssert;
   uint32_t max_array_expansion = 4000;  // minItems/maxItems/prefixItems positions
   uint32_t max_branches = 512;          // anyOf/oneOf expansion
 };

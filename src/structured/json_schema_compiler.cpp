@@ -46,6 +46,12 @@ StatusOr<uint64_t> non_negative(const Json& v, const std::string& kw, const std:
 
 }  // namespace
 
+bool SchemaCompiler::old_draft(const Json& root) {
+  if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return false;
+  const std::string s = root["$schema"].get<std::string>();
+  return s.find("draft-03") != std::string::npos || s.find("draft-04") != std::string::npos;
+}
+
 int SchemaCompiler::new_nt(const std::string& name) {
   if (++nonterminals_ > kMaxNonterminals && budget_.ok()) {
     budget_ = ResourceExhausted("json_schema: the schema expands to more than " +
@@ -279,6 +285,17 @@ Status SchemaCompiler::merge(const Member& m, Plain* p) {
     const std::string& k = it.key();
     const Json& v = it.value();
     std::string kp = ptr + "/" + pointer_escape(k);
+    // `if` without `then`/`else`, and `then`/`else` without `if`, have no effect.
+    if (k == "if" && !n.contains("then") && !n.contains("else")) continue;
+    if ((k == "then" || k == "else") && !n.contains("if")) continue;
+    if (k == "not") {
+      DI_ASSIGN_OR_RETURN(bool handled, merge_not(v, kp, p));
+      if (handled) continue;
+    }
+    if (k == "contains") {  // emit_array enforces it or refuses; drafts 3/4 have no `contains`
+      if (zero_fraction_integers_) p->contains.push_back({&v, kp});
+      continue;
+    }
     if (refused_keywords().count(k)) {
       DI_RETURN_IF_ERROR(refuse(k, kp));
       continue;
@@ -313,6 +330,7 @@ Status SchemaCompiler::merge(const Member& m, Plain* p) {
       p->patterns.emplace_back(v.get<std::string>(), kp);
     } else if (k == "format") {
       if (!v.is_string()) return InvalidArgument("json_schema: 'format' at " + kp + " must be a string");
+      if (opt_.format == JsonSchemaOptions::Format::kAnnotation) continue;  // constrains nothing
       p->formats.emplace_back(v.get<std::string>(), kp);
     } else if (k == "minimum" || k == "exclusiveMinimum" || k == "maximum" || k == "exclusiveMaximum") {
       if (v.is_boolean()) continue;  // draft-4 form, handled with minimum/maximum below
@@ -378,6 +396,25 @@ Status SchemaCompiler::merge(const Member& m, Plain* p) {
   if (has_obj) p->obj_members.push_back(om);
   if (has_arr) p->arr_members.push_back(std::move(am));
   return OkStatus();
+}
+
+StatusOr<bool> SchemaCompiler::merge_not(const Json& v, const std::string& kp, Plain* p) {
+  if (v.is_boolean()) {  // not true: nothing; not false: everything
+    if (v.get<bool>()) p->types = 0;
+    return true;
+  }
+  if (!v.is_object()) return false;
+  static const std::set<std::string> annotations = {"$comment", "title", "description", "default",
+                                                    "examples", "deprecated", "readOnly", "writeOnly"};
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() != "type" && !annotations.count(it.key())) return false;
+  }
+  uint8_t t = kAllTypes;
+  if (v.contains("type")) { DI_ASSIGN_OR_RETURN(t, type_mask(v["type"], kp)); }
+  // The complement of `integer` alone is the non-integral numbers, which have no emitter.
+  if ((t & kInteger) && !(t & kFraction)) return false;
+  p->types &= static_cast<uint8_t>(~t & kAllTypes);
+  return true;
 }
 
 StatusOr<bool> SchemaCompiler::oneof_disjoint(const std::vector<std::vector<Member>>& branches,
@@ -450,6 +487,25 @@ StatusOr<bool> SchemaCompiler::oneof_disjoint(const std::vector<std::vector<Memb
 }
 
 StatusOr<int> SchemaCompiler::compile_root() {
+  // A metaschema other than a published draft's declares vocabularies we cannot read (a
+  // validator would fetch it): e.g. without the validation vocabulary `minimum` asserts nothing.
+  if (root_.is_object() && root_.contains("$schema") && root_["$schema"].is_string()) {
+    std::string uri = root_["$schema"].get<std::string>();
+    std::string u = uri;
+    if (!u.empty() && u.back() == '#') u.pop_back();
+    for (const char* scheme : {"http://", "https://"}) {
+      if (u.rfind(scheme, 0) == 0) u = u.substr(std::string(scheme).size());
+    }
+    static const std::set<std::string> known = {
+        "json-schema.org/draft-03/schema", "json-schema.org/draft-04/schema",
+        "json-schema.org/draft-06/schema", "json-schema.org/draft-07/schema",
+        "json-schema.org/draft/2019-09/schema", "json-schema.org/draft/2020-12/schema",
+        "json-schema.org/schema"};
+    if (!known.count(u)) {
+      DI_RETURN_IF_ERROR(refuse("$schema", "#/$schema", "custom metaschema '" + uri +
+                                "': its vocabularies are unknown (read as draft 2020-12 in lenient mode)"));
+    }
+  }
   DI_ASSIGN_OR_RETURN(int nt, compile_list({SRef{&root_, "#"}}));
   DI_RETURN_IF_ERROR(budget_);
   return nt;

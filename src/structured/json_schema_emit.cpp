@@ -42,8 +42,21 @@ int SchemaCompiler::literal_value(const Json& v) {
     return b_->seq(rhs, "literal");
   }
   if (v.is_string()) return lit(json_quote(v.get<std::string>()));
-  if (v.is_number()) return lit(canonical_number(v));
+  if (v.is_number()) return literal_number(v, false);
   return lit(v.dump());
+}
+
+// An enum/const number: every numeral without exponent whose value equals it exactly
+// (equal_value_regex: "1", "1.0", "1.00", "-0" for 0, "0.50" for 0.5). Integers are exact; a
+// float schema value is the decimal of its shortest round-trip form (what validators compare:
+// the double). integer_form_only: the integer digits alone (drafts 3/4 `type: integer`).
+int SchemaCompiler::literal_number(const Json& v, bool integer_form_only) {
+  std::string text = v.dump();
+  std::string digits = expand_numeral(text);
+  if (digits.empty()) return lit(text);  // expansion too long: the value's own form only
+  if (integer_form_only) return lit(digits.find('.') == std::string::npos ? digits : text);
+  auto t = b_->add_regex(equal_value_regex(digits));
+  return t.ok() ? GrammarBuilder::terminal_symbol(*t) : lit(text);
 }
 
 Status SchemaCompiler::emit_enum(const Plain& p, int nt) {
@@ -76,6 +89,11 @@ Status SchemaCompiler::emit_enum(const Plain& p, int nt) {
     }
     if (v.is_array()) {
       if (v.size() < p.min_items || (p.max_items && v.size() > *p.max_items)) continue;
+    }
+    if (v.is_number() && !zero_fraction_integers_ && !(p.types & kFraction)) {
+      // Drafts 3/4 `type: integer`: 1.0 is not an integer, so only the integer digits.
+      b_->add_production(nt, {literal_number(v, true)});
+      continue;
     }
     b_->add_production(nt, {literal_value(v)});
   }
@@ -113,9 +131,17 @@ Status SchemaCompiler::emit_string(const Plain& p, int nt) {
       DI_RETURN_IF_ERROR(refuse("format", ptr, "unknown format '" + fmt + "'"));
       continue;
     }
+    if (!f->inexact.empty()) {
+      DI_RETURN_IF_ERROR(refuse("format", ptr, "'" + fmt + "' cannot be enforced exactly: " + f->inexact +
+                                " (lenient mode enforces that subset)"));
+    }
     auto re = parse_regex(f->pattern);
     spec.components.push_back({std::make_shared<Regex>(std::move(re.value())),
                                TerminalComponent::Mode::kFull, true, false});
+    if (f->min_state_limit > 0) {  // the leap-second formats: large, and far from minimal
+      spec.min_state_limit = std::max(spec.min_state_limit, f->min_state_limit);
+      spec.minimize = true;
+    }
     if (!f->forbidden.empty()) {
       spec.components.push_back({std::make_shared<Regex>(parse_regex(f->forbidden).value()),
                                  TerminalComponent::Mode::kSearch, true, true});
@@ -130,11 +156,11 @@ Status SchemaCompiler::emit_string(const Plain& p, int nt) {
 
 Status SchemaCompiler::emit_number(const Plain& p, int nt) {
   bool integer_only = !(p.types & kFraction);
-  auto re = number_regex(integer_only, p.lower, p.upper);
+  auto re = number_regex(integer_only, p.lower, p.upper, zero_fraction_integers_);
   if (!re.ok()) {
     std::string kw = p.bound_ptr.substr(p.bound_ptr.rfind('/') + 1);
     DI_RETURN_IF_ERROR(refuse(kw, p.bound_ptr, re.status().message()));
-    re = number_regex(integer_only, std::nullopt, std::nullopt);
+    re = number_regex(integer_only, std::nullopt, std::nullopt, zero_fraction_integers_);
   }
   DI_ASSIGN_OR_RETURN(int t, b_->add_regex(*re));
   b_->add_production(nt, {GrammarBuilder::terminal_symbol(t)});
@@ -155,13 +181,23 @@ Status SchemaCompiler::emit_object(const Plain& p, int nt, const std::string& pt
   for (const auto& om : p.obj_members) {
     if (om.additional && om.additional->node->is_boolean() && !om.additional->node->get<bool>()) extras_forbidden = true;
   }
+  if (p.max_props && *p.max_props == 0) {  // only the empty object
+    if (!p.required.empty() || (p.min_props && *p.min_props > 0)) return OkStatus();
+    std::vector<int> rhs = {lit("{")};
+    for (int w : ws()) rhs.push_back(w);
+    rhs.push_back(lit("}"));
+    b_->add_production(nt, rhs);
+    return OkStatus();
+  }
   if (p.max_props) {
     if (!extras_forbidden || keys.size() > *p.max_props) {
       DI_RETURN_IF_ERROR(refuse("maxProperties", p.props_count_ptr, "only enforced when every possible property is listed and there are at most that many"));
     }
   }
-  if (p.min_props && p.required.size() < *p.min_props) {
-    DI_RETURN_IF_ERROR(refuse("minProperties", p.props_count_ptr, "only enforced when at least that many properties are required"));
+  // minProperties: satisfied by the required keys, or 1 (a non-empty object) without them.
+  const bool need_nonempty = p.min_props && *p.min_props == 1 && p.required.empty();
+  if (p.min_props && p.required.size() < *p.min_props && !need_nonempty) {
+    DI_RETURN_IF_ERROR(refuse("minProperties", p.props_count_ptr, "only enforced when at least that many properties are required, or when it is 1"));
   }
   // Per-key conjunctions (JSON Schema: a key not in a schema's properties falls under its
   // additionalProperties).
@@ -252,10 +288,12 @@ Status SchemaCompiler::emit_object(const Plain& p, int nt, const std::string& pt
   }
   std::vector<int> rhs = {lit("{")};
   for (int w : ws()) rhs.push_back(w);
-  if (!any_required && !ws().empty()) {
-    std::vector<int> empty = rhs;
-    empty.push_back(lit("}"));
-    b_->add_production(nt, empty);
+  if (!any_required && (!ws().empty() || need_nonempty)) {
+    if (!need_nonempty) {
+      std::vector<int> empty = rhs;
+      empty.push_back(lit("}"));
+      b_->add_production(nt, empty);
+    }
     if (nonempty_f < 0) { (void)ptr; return OkStatus(); }
     next_f = nonempty_f;
   }
@@ -281,6 +319,40 @@ Status SchemaCompiler::emit_array(const Plain& p, int nt, const std::string& ptr
     }
     return refs;
   };
+  if (!p.contains.empty()) {
+    // `[ (E ,)* C (, E)* ]` with E the items schema and C = E ∩ contains: some element matches
+    // (the grammar is ambiguous where several do; Earley does not mind). Exact only alone.
+    if (p.contains.size() > 1 || prefix > 0 || p.max_items || p.min_items > 1) {
+      DI_RETURN_IF_ERROR(refuse("contains", p.contains[0].ptr,
+                                "only enforced without prefixItems, maxItems, minItems > 1 or a second contains"));
+    } else {
+      std::vector<SRef> crefs = conj_at(0);
+      crefs.push_back(p.contains[0]);
+      DI_ASSIGN_OR_RETURN(int e, compile_list(conj_at(0)));
+      DI_ASSIGN_OR_RETURN(int c, compile_list(crefs));
+      std::vector<int> comma = sep(",");
+      int before = new_nt("contains-before");  // (E ,)*
+      b_->add_production(before, {});
+      std::vector<int> more = {before, e};
+      more.insert(more.end(), comma.begin(), comma.end());
+      b_->add_production(before, more);
+      int after = new_nt("contains-after");  // (, E)*
+      b_->add_production(after, {});
+      std::vector<int> more2 = {after};
+      more2.insert(more2.end(), comma.begin(), comma.end());
+      more2.push_back(e);
+      b_->add_production(after, more2);
+      std::vector<int> rhs = {lit("[")};
+      for (int w : ws()) rhs.push_back(w);
+      rhs.push_back(before);
+      rhs.push_back(c);
+      rhs.push_back(after);
+      for (int w : ws()) rhs.push_back(w);
+      rhs.push_back(lit("]"));
+      b_->add_production(nt, rhs);
+      return OkStatus();
+    }
+  }
   uint64_t min = p.min_items;
   std::optional<uint64_t> max = p.max_items;
   if (max && *max < min) return OkStatus();  // no array satisfies both
@@ -414,8 +486,14 @@ StatusOr<JsonSchemaGrammar> compile_json_schema(const std::string& schema_text,
   if (!g.ok()) {
     const std::string& msg = g.status().message();
     if (g.status().code() == StatusCode::kResourceExhausted && msg.rfind("terminal str|", 0) == 0) {
-      // A string terminal (length bounds x pattern x format) whose automaton is too large.
-      std::string kw = msg.find("|inf|") == std::string::npos ? "maxLength" : "pattern";
+      // A string terminal (length bounds x pattern x format) whose automaton is too large. Its
+      // name is "str|min|max|patterns|formats" (formats hold no '|'): blame maxLength when it
+      // is bounded, else pattern when there is one, else format.
+      std::string name = msg.substr(0, msg.find(':'));
+      size_t p1 = name.find('|', 4), p2 = name.find('|', p1 + 1);
+      std::string max = name.substr(p1 + 1, p2 - p1 - 1);
+      bool has_pattern = name.rfind('|') > p2 + 1;
+      std::string kw = max != "inf" ? "maxLength" : has_pattern ? "pattern" : "format";
       return Status(g.status().code(), "json_schema: keyword '" + kw + "': the string automaton "
                     "(length bounds combined with pattern/format) is too large: " + msg);
     }

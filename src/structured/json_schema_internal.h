@@ -64,6 +64,7 @@ struct Plain {
   std::optional<uint64_t> max_items;
   bool unique_items = false;
   std::string unique_ptr;
+  std::vector<SRef> contains;  // `contains` subschemas (arrays only)
 };
 
 std::string pointer_escape(const std::string& key);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -84,8 +85,12 @@ std::string check_person(const std::string& text) {
   if (!j["name"].is_string()) return "name is not a string";
   const size_t len = count_code_points(j["name"].get<std::string>());
   if (len < 1 || len > 8) return "name has " + std::to_string(len) + " code points";
-  if (!j["age"].is_number_integer()) return "age is not an integer";
-  const auto age = j["age"].get<int64_t>();
+  // JSON Schema (draft 6 and later): a number with a zero fractional part is an integer, so
+  // "5.0" and "-0.0" are integers too (docs/structured.md "Numbers").
+  if (!j["age"].is_number() || std::floor(j["age"].get<double>()) != j["age"].get<double>()) {
+    return "age is not an integer";
+  }
+  const double age = j["age"].get<double>();
   if (age < 0 || age > 150) return "age out of range";
   if (!j["tags"].is_array() || j["tags"].size() > 3) return "tags is not an array of <= 3";
   for (const auto& t : j["tags"]) {
@@ -325,7 +330,7 @@ TEST(StructuredOutputs, RandomGenerationsAreValid) {
 TEST(StructuredOutputs, BadSpecsFailOnlyTheirRequestWithTheKeyword) {
   StructuredOutputManager& m = shared_manager();
   StructuredOutputsParams bad_schema, bad_regex, bad_gbnf, good;
-  bad_schema.json = R"({"type":"object","properties":{"a":{"not":{"type":"string"}}}})";
+  bad_schema.json = R"({"type":"object","properties":{"a":{"not":{"type":"string","minLength":1}}}})";
   bad_regex.regex = "a(?=b)";
   bad_gbnf.grammar = "root ::= missing";
   good.regex = "[0-9]{2}";

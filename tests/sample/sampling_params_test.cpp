@@ -137,6 +137,9 @@ TEST(StructuredOutputsParams, CacheKeySeparatesKindsAndOptions) {
   b.lenient = false;
   b.whitespace = StructuredOutputsParams::Whitespace::kCompact;
   EXPECT_NE(a.cache_key(), b.cache_key());
+  b.whitespace = StructuredOutputsParams::Whitespace::kFlexible;
+  b.format = StructuredOutputsParams::Format::kAnnotation;  // `format` as an annotation
+  EXPECT_NE(a.cache_key(), b.cache_key());
   StructuredOutputsParams r, g;
   r.regex = "{}";  // same text, other kind
   g.grammar = "{}";

@@ -70,7 +70,8 @@ Status apply_json_params(const nlohmann::json& j, SamplingParams* p) {
 
 // `structured_outputs` of an --input line, vLLM's shape: {"json": schema object or its text} |
 // {"regex": "..."} | {"grammar": "..."} | {"json_object": true}, plus optional "lenient" (bool),
-// "whitespace" ("flexible" | "compact") and "grammar_syntax" ("auto" | "gbnf" | "lark").
+// "whitespace" ("flexible" | "compact"), "format_mode" ("assert" | "annotation") and
+// "grammar_syntax" ("auto" | "gbnf" | "lark").
 Status parse_structured_outputs(const nlohmann::json& j, StructuredOutputsParams* so) {
   if (!j.is_object()) return InvalidArgument("structured_outputs must be a JSON object");
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -82,6 +83,12 @@ Status parse_structured_outputs(const nlohmann::json& j, StructuredOutputsParams
       else if (k == "grammar") so->grammar = v.get<std::string>();
       else if (k == "json_object") so->json_object = v.get<bool>();
       else if (k == "lenient") so->lenient = v.get<bool>();
+      else if (k == "format_mode") {
+        const auto f = v.get<std::string>();
+        if (f != "assert" && f != "annotation") return InvalidArgument("structured_outputs.format_mode must be assert or annotation");
+        so->format = f == "annotation" ? StructuredOutputsParams::Format::kAnnotation
+                                       : StructuredOutputsParams::Format::kAssert;
+      }
       else if (k == "whitespace") {
         const auto w = v.get<std::string>();
         if (w != "flexible" && w != "compact") return InvalidArgument("structured_outputs.whitespace must be flexible or compact");

@@ -52,6 +52,7 @@ std::shared_ptr<const TokenVocabulary> byte_vocabulary() {
 int run_check(int argc, char** argv) {
   CLI::App app{"Check documents against a JSON schema, regex or grammar with the real matcher"};
   std::string schema_file, regex, grammar_file, tok_dir, input, syntax = "auto", start = "start";
+  std::string format_mode = "assert";
   bool lenient = false, compact = false;
   auto* s = app.add_option("--json-schema", schema_file, "JSON Schema file (draft 2020-12)");
   auto* r = app.add_option("--regex", regex, "regular expression (JSON Schema pattern dialect, full match)");
@@ -66,6 +67,10 @@ int run_check(int argc, char** argv) {
   app.add_option("--input", input, "JSON Lines file (default: stdin)");
   app.add_flag("--lenient", lenient, "JSON Schema: ignore keywords that cannot be enforced (warns)");
   app.add_flag("--compact", compact, "JSON Schema: no whitespace between JSON tokens");
+  app.add_option("--format-mode", format_mode,
+                 "JSON Schema `format`: assert (default: enforce supported formats, refuse unknown "
+                 "ones) or annotation (draft 2020-12's default vocabulary: any string)")
+      ->check(CLI::IsMember({"assert", "annotation"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +87,7 @@ int run_check(int argc, char** argv) {
     JsonSchemaOptions opt;
     opt.lenient = lenient;
     if (compact) opt.whitespace = JsonSchemaOptions::Whitespace::kCompact;
+    if (format_mode == "annotation") opt.format = JsonSchemaOptions::Format::kAnnotation;
     auto js = compile_json_schema(text, opt);
     if (js.ok()) {
       for (const auto& w : js->warnings) std::cerr << "warning: " << w << "\n";
@@ -194,7 +200,7 @@ int run_structured(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) != "check") {
     std::cerr << "usage: deepinfer structured check (--json-schema FILE | --regex R | --grammar FILE "
                  "[--grammar-syntax auto|gbnf|lark] [--start RULE]) [--tokenizer DIR] [--input FILE] "
-                 "[--lenient] [--compact]\n";
+                 "[--lenient] [--compact] [--format-mode assert|annotation]\n";
     return 2;
   }
   std::string name = std::string(argv[0]) + " check";
