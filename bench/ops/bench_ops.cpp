@@ -23,6 +23,7 @@
 #include "fp8_cases.h"
 #include "experts_mma_cases.h"
 #include "gemv_cases.h"
+#include "skinny_cases.h"
 #include "moe_cases.h"
 #include "op_cases.h"
 #include "prefill_cases.h"
@@ -87,6 +88,8 @@ int run(int argc, char** argv) {
   std::string prefill_gemm_m = "256,2048", prefill_gemm_t = "2048";
   app.add_option("--prefill-gemm-m", prefill_gemm_m, "prefill products on cuBLAS vs tensor-core linear, rows M (comma-separated; empty = none)");
   app.add_option("--prefill-gemm-t", prefill_gemm_t, "prefill products on cuBLAS vs moe_tc routed experts, tokens T (comma-separated; empty = none)");
+  std::string skinny_m = "1,2,8,16";
+  app.add_option("--skinny-m", skinny_m, "skinny_mma (small-M dense tensor-core product) vs the backend's linear, token counts M <= 16 (comma-separated; empty = none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -142,6 +145,7 @@ int run(int argc, char** argv) {
   run_gemv_cases(ctx, m, parse_list(gemv_m, "--gemv-m"), parse_list(gemv_b, "--gemv-batch"), only);
   run_moe_cases(ctx, m, parse_list(moe_t, "--moe-t"), only);
   run_experts_mma_cases(ctx, m, parse_list(mma_b, "--mma-batch"), only);
+  run_skinny_cases(ctx, m, parse_list(skinny_m, "--skinny-m"), only);
   run_prefill_cases(ctx, m, parse_list(prefill_gemm_m, "--prefill-gemm-m"),
                     parse_list(prefill_gemm_t, "--prefill-gemm-t"), only);
 

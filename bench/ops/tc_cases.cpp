@@ -13,6 +13,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/linear_tc_small.h"
+#include "backend/cuda/linear_tc_wa.h"
 #include "device_fill.h"
 #include "tc_cases.h"
 
@@ -81,6 +82,7 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
       {"fp8 attn.wo_b", 1, m.hidden, m.o_groups * m.o_lora, 1},
       {"fp8 shared_experts.w1", 1, m.expert_inter, m.hidden, 1},
       {"fp8 shared_experts.w2", 1, m.hidden, m.expert_inter, 1},
+      {"fp8 indexer.wq_b", 1, m.index_heads * m.index_dim, m.q_lora, 1},  // session 9
       {"fp4 expert w1+w3 (one expert)", 2, 2 * m.expert_inter, m.hidden, 1},
       {"bf16 compressor.wkv (CSA)", 0, 2 * m.head_dim, m.hidden, 1},
       {"bf16 head", 0, m.vocab, m.hidden, 1},
@@ -92,7 +94,8 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
     const bool want_gtc = only.empty() || std::string("gemv_tc ").append(l.name).find(only) != std::string::npos;
     const bool want_gemv = only.empty() || std::string("gemv_linear ").append(l.name).find(only) != std::string::npos;
     const bool want_small = only.empty() || std::string("small ").append(l.name).find(only) != std::string::npos;
-    if (!want_tc && !want_wq && !want_gtc && !want_gemv && !want_small) continue;
+    const bool want_wa = only.empty() || std::string("wa ").append(l.name).find(only) != std::string::npos;
+    if (!want_tc && !want_wq && !want_gtc && !want_gemv && !want_small && !want_wa) continue;
     const int64_t GN = l.groups * l.N, K = l.K;
     DI_ASSIGN_OR_RETURN(Weight w, make_weight(ctx, l.fmt, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
@@ -177,6 +180,41 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
                                          ctx.stream(), /*pdl=*/true, /*bulk=*/plan == 2,
                                          /*share_x=*/plan != 3, /*wide=*/plan >= 4);
           return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_small launch failed");
+        });
+      }
+    }
+    // Session 9: linear_tc_wa (linear_tc_wa.cuh): linear_tc's bits with the weight as the MMA's A
+    // operand (M <= 16); "wa" with the batch-invariant split (PDL, x split per CTA, 128-row CTAs:
+    // DEEPINFER_SMALL_LINEAR=w), "wa default split" with the default mode's (when it differs),
+    // "wa w2" with x split per warp, "wa w3" with the short e4m3 decode (FP8 only), "wa w1"
+    // without PDL, "wa 64-row" with 64-row CTAs (one m16 weight tile per warp), "wa wide" (bf16)
+    // with 256-byte ring slots per row, 2 CTAs per SM (what w picks for the head), "wa deep" (FP8)
+    // with 3 CTAs per SM and a deeper ring (bench only).
+    if (want_wa && cuda::kernels::linear_tc_wa_supported(l.fmt, w.w.raw(), x.data<float>(), M, K, bc > 0, w.block_cols)) {
+      const int64_t bi_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+      const int64_t def_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/false);
+      // 0: bi split (w), 1: default split, 2: w2, 3: w3, 4: w1, 5: 64-row CTAs, 6: wide (bf16),
+      // 7: deep (fp8)
+      for (int plan = 0; plan < 8; ++plan) {
+        if (plan == 6 && l.fmt != 0) continue;
+        if (plan == 7 && l.fmt != 1) continue;
+        if (plan == 1 && def_split == bi_split) continue;
+        if (plan == 3 && l.fmt != 1) continue;
+        const int64_t k_split = plan == 1 ? def_split : bi_split;
+        Tensor ws;
+        if (k_split < K) {
+          DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+        }
+        const char* mode = plan == 0 ? "" : plan == 1 ? " default split" : plan == 2 ? " w2" : plan == 3 ? " w3"
+                           : plan == 4 ? " w1" : plan == 5 ? " 64-row" : plan == 6 ? " wide" : " deep";
+        ctx.measure(phase, cat("wa", mode, " ", l.name, " (", std::to_string((K + k_split - 1) / k_split), " splits)"),
+                    shape, bytes, flops, [&] {
+          cuda::kernels::linear_tc_wa(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K, l.groups,
+                                      w.block_rows, w.block_cols, k_split, out.data<float>(),
+                                      ws.defined() ? ws.data<float>() : nullptr, ctx.stream(),
+                                      /*pdl=*/plan != 4, /*share_x=*/plan != 2, /*tiles_per_warp=*/plan == 5 ? 1 : 2,
+                                      /*fast_e4m3=*/plan == 3, /*wide=*/plan == 6, /*deep=*/plan == 7);
+          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_wa launch failed");
         });
       }
     }

@@ -69,24 +69,33 @@ struct Env {
   // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
   bool gemv_pdl = true;
   // Session 8 kernel selectors; "s7" is always session 7's kernel and dispatch (kept to compare):
-  // DEEPINFER_GEMV_KERNEL — dense decode GEMV (M <= 8, not --batch-invariant): auto = gemv_v3.cuh
+  // DEEPINFER_GEMV_KERNEL — dense decode products (M <= 8, not --batch-invariant): auto = tc.
+  //   tc | tc1..tc3 = session 9's skinny_mma (skinny_mma.h): FP8 (128x128 block scales) and BF16
+  //   weights on tensor cores, the weight rows as the MMA's A operand and x as three exact 16-bit
+  //   planes; its own bits, independent of M. tc = the measured pick at M <= 8 (FP8 >= 8 MiB at
+  //   any M, smaller FP8 from M = 3, BF16 >= 8 MiB at M 3..8), everything else as b; tc1 = every
+  //   shape it supports up to M = 16; tc2 = tc without PDL; tc3 = tc with one m16 tile per warp
+  //   (all four give the same bits on a product they take). b = session 8's auto: gemv_v3.cuh
   //   (TMA ring, its own row-independent bits, two CTAs per SM) for groups = 1 weights with
   //   K <= 1024 or rows >= 4 KB and <= 8 MB (wq_b, indexer wq_b, wq_a, wkv, compressors, router),
   //   s7 elsewhere (the BF16 head, wo_a, wo_b, shared expert); v1 = gemv_v3 for every shape it
   //   takes; v2 = v1 with two CTAs per SM; v3 = deep ring, one CTA per SM; v4 = integer e4m3
-  //   decode; a = f16 bit-move e4m3 decode; tc / tc1..tc3 = session 9's small-M tensor-core
-  //   product (skinny_mma, weight rows as the MMA's M) for M <= 16, variants in docs/cuda.md.
+  //   decode; a = f16 bit-move e4m3 decode; s7 = session 7's kernels.
   // DEEPINFER_EXPERTS_KERNEL — routed experts of decode batches on the tensor cores (all the same
   //   bits): auto = s7 (v3 measured slower inside the batch-16 step: 5.45 vs 5.03 ms); c = per
   //   projection, experts_mma_v3.cuh for gate_up <= 128 slots and down 9..128, session 7's
   //   12-warp kernel for down <= 8, session 6's above 128 slots; a = v3 everywhere;
   //   b = v3 at 16 warps per SM; v1 = session 6's kernel; v2 / v3 = session 7's 16- / 12-warp one.
-  // DEEPINFER_SMALL_LINEAR — dense tensor-core products at small M with linear_tc's bits
-  //   (linear_tc_small.cuh): auto = it at M <= 8 under --batch-invariant and 17 <= M <= 64 in
-  //   both modes, linear_tc elsewhere; a = it for every M <= 64 (9..64 in the default mode);
-  //   v1 = auto without PDL; v2 / v3 / v4 = a with a TMA bulk-copy fill / the x split per warp /
-  //   256-byte ring slots; s7 = session 7 (DEEPINFER_BI_LINEAR then picks gemv_tc | tc);
-  //   w / w1..w3 = session 9's linear_tc-bits kernel with the weight as the MMA's A operand.
+  // DEEPINFER_SMALL_LINEAR — dense tensor-core products at small M with linear_tc's bits:
+  //   auto = w (session 9); w / w1..w3 = linear_tc_wa (linear_tc's bits, the weight as the MMA's
+  //   A operand) at M <= 16 in both modes (other M as b): w = PDL + x split once per CTA (BF16
+  //   weights >= 16 M elements, i.e. the head: 256-byte ring slots at M <= 8); w1 = w without
+  //   PDL; w2 = w with x split per warp; w3 = w with the short e4m3 decode (same bits unless a
+  //   weight holds an e4m3 NaN code). b = session 8's auto: linear_tc_small.cuh at M <= 8 under
+  //   --batch-invariant and 17 <= M <= 64 in both modes, linear_tc elsewhere; a = linear_tc_small
+  //   for every M <= 64 (9..64 in the default mode); v1 = b without PDL; v2 / v3 / v4 = a with a
+  //   TMA bulk-copy fill / the x split per warp / 256-byte ring slots; s7 = session 7
+  //   (DEEPINFER_BI_LINEAR then picks gemv_tc | tc).
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";

@@ -15,6 +15,8 @@
 // Bound (cuda_gemv_test.cpp): |gemv − exact| ≤ (E + ceil(K / 32E) + 8)·2^-24·Σ|x·w|.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +32,10 @@
 
 namespace deepinfer::cuda {
 namespace {
+
+// Session 9: DEEPINFER_GEMV_KERNEL auto became skinny_mma (tc, its own tests); this file checks the
+// GEMV dispatch, i.e. session 8's auto, now "b" (unless the variable is set).
+const int kPinGemvKernel = (setenv("DEEPINFER_GEMV_KERNEL", "b", 0), 0);
 
 using backend::Shape;
 using backend::Tensor;

@@ -18,6 +18,8 @@
 // and add into a base row: row-relative bound 5e-5 as in cuda_linear_tc_test.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +37,10 @@
 
 namespace deepinfer::cuda {
 namespace {
+
+// Session 9: DEEPINFER_GEMV_KERNEL auto became skinny_mma (tc, its own tests); this file checks the
+// GEMV dispatch, i.e. session 8's auto, now "b" (unless the variable is set).
+const int kPinGemvKernel = (setenv("DEEPINFER_GEMV_KERNEL", "b", 0), 0);
 
 using backend::Shape;
 using backend::Tensor;

@@ -14,6 +14,8 @@
 // 8 bf16): the kernel's longest rounding chain is E/2 + 2 + ceil(K / 32E) + 5 + 3.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +33,10 @@
 
 namespace deepinfer::cuda {
 namespace {
+
+// Session 9: DEEPINFER_GEMV_KERNEL auto became skinny_mma (tc, its own tests); this file checks the
+// GEMV dispatch, i.e. session 8's auto, now "b" (unless the variable is set).
+const int kPinGemvKernel = (setenv("DEEPINFER_GEMV_KERNEL", "b", 0), 0);
 
 using backend::Tensor;
 

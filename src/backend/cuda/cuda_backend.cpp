@@ -16,9 +16,11 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/linear_tc_small.h"
+#include "backend/cuda/linear_tc_wa.h"
 #include "backend/cuda/moe_tc.h"
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
+#include "backend/cuda/skinny_mma.h"
 #include "backend/sample_checks.h"
 #include "common/env.h"
 
@@ -250,7 +252,19 @@ int32_t* flag_of(const DeviceBuffer& b) { return static_cast<int32_t*>(b.data())
 // when session 7's kernels are selected.
 const kernels::Gemv3Options* gemv3_selected() {
   static kernels::Gemv3Options options;
-  static const bool on = kernels::gemv3_options_for(env().gemv_kernel.c_str(), &options);
+  // Session 9: auto | tc | tc1..tc3 (skinny_mma) leave the products they do not take to gemv_v3's
+  // picks (session 8's auto, now also selectable alone as "b").
+  static const bool on = kernels::gemv3_options_for(
+      kernels::skinny_options_for(env().gemv_kernel.c_str(), nullptr) ? "auto" : env().gemv_kernel.c_str(),
+      &options);
+  return on ? &options : nullptr;
+}
+
+// Session 9 (skinny_mma.h): DEEPINFER_GEMV_KERNEL tc | tc1..tc3 selects the small-M tensor-core
+// product for M <= 16 in the default mode; null for every other value (the dispatch unchanged).
+const kernels::SkinnyOptions* skinny_selected() {
+  static kernels::SkinnyOptions options;
+  static const bool on = kernels::skinny_options_for(env().gemv_kernel.c_str(), &options);
   return on ? &options : nullptr;
 }
 }  // namespace
@@ -337,6 +351,29 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     const Status s = fp8_linear(*st_->fp8, x, w, out, groups, stream());
     if (s.code() != StatusCode::kUnimplemented) return s.ok() ? launched(op) : s;
   }  // shapes it refuses fall through
+  // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3, skinny_mma.h): M <= 16 rows against e4m3
+  // (128-column block scales) or bf16 weights on tensor cores — the weight rows as the MMA's A
+  // operand, x split into three 16-bit planes (one extra small launch); its own bits, independent
+  // of M. tc takes the shapes / M where it measured faster (skinny_takes), tc1 all it supports;
+  // the rest fall through to the code below unchanged.
+  if (!st_->batch_invariant && M <= kernels::kSkinnyMaxRows && groups == 1 && (fmt == 0 || fmt == 1)) {
+    const kernels::SkinnyOptions* sk = skinny_selected();
+    if (sk != nullptr &&
+        kernels::skinny_supported(fmt, w.w.raw(), GN, K, fmt != 0, w.block_rows, w.block_cols) &&
+        kernels::skinny_takes(fmt, GN, K, M, *sk)) {
+      static const bool pdl_sk = env().gemv_pdl;
+      const size_t wsb = kernels::skinny_linear_workspace_bytes(fmt, GN, M, K, *sk);  // 0 at M <= 2
+      Tensor sws;
+      if (wsb > 0) {
+        DI_ASSIGN_OR_RETURN(sws, empty(DType::kU8, {static_cast<int64_t>(wsb)}));
+      }
+      if (kernels::skinny_linear(fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(),
+                                 scale_f32, M, GN, K, w.block_rows, w.block_cols, out.data<float>(),
+                                 sws.defined() ? sws.raw() : nullptr, stream(), pdl_sk, *sk))
+        return launched(op);
+      DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
+    }
+  }
   // Decode-sized M: the streaming GEMV (gemv.cu; the weight read once per tile of x rows staged
   // in shared memory, many 16-byte loads in flight). Its bits do not depend on M either, but they
   // differ from the tensor-core kernel's, so --batch-invariant keeps one kernel for every M.
@@ -432,17 +469,30 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     // same MMAs, the same k_split and in-order split sums, so it may replace linear_tc for any M it
     // takes, in either mode). DEEPINFER_SMALL_LINEAR (H200, bench_ops --tc-m, session 8 mid-run:
     // FP8 33 MB shapes 40 vs 44 µs at M ≤ 8, 54 vs 47 at M = 16, 100–120 vs 134–156 at M = 64;
-    // the head equal at M ≤ 8, 509 vs 484 at 16): auto = it at M ≤ 8 under --batch-invariant
+    // the head equal at M ≤ 8, 509 vs 484 at 16): b (session 8's auto) = it at M ≤ 8 under --batch-invariant
     // (x split per warp) and at 17 ≤ M ≤ 64 in both modes (x split once per CTA), linear_tc at
     // 9..16 (and the GEMV at M ≤ 8 in the default mode); a = it for every M ≤ 64 it may take
-    // (M ≤ 8 only under --batch-invariant); v1 = auto without programmatic dependent launch;
+    // (M ≤ 8 only under --batch-invariant); v1 = b without programmatic dependent launch;
     // v2 = a with the ring filled by TMA bulk copies (slower); v3 = a with x split per warp;
     // v4 = a with 256-byte ring slots per weight row (longer DRAM runs; not measured yet);
     // s7 = session 7's dispatch (under --batch-invariant DEEPINFER_BI_LINEAR picks gemv_tc or
     // linear_tc; linear_tc in the default mode).
     static const std::string small_sel = env().small_linear;
     static const bool bi_gemv_tc = env().bi_linear == "gemv_tc";
-    const bool small_auto = small_sel == "auto" || small_sel == "v1";
+    // Session 9 (DEEPINFER_SMALL_LINEAR=w / w1..w3): the weight-as-A kernel with linear_tc's bits
+    // (linear_tc_wa.cuh: weight rows in the MMA's A operand, x's terms as B columns) at
+    // M <= kLinearTcWaMaxRows in both modes; other M as auto. w = PDL, x split once per CTA,
+    // 128-row CTAs; w1 = w without PDL; w2 = w with x split per warp; w3 = w with the short e4m3
+    // decode (linear_tc_wa_decode.h: the same bits unless a weight holds a NaN code). BF16 weights
+    // of >= 16 M elements (the head) use 256-byte ring slots per row (longer DRAM runs; M <= 8).
+    // Session 9 default: auto = w (H200, bench_model: --batch-invariant batch-1 step 1.95 vs
+    // 2.21 ms, default batch-16 step 4.84 vs ~5.08 ms; the same bits as linear_tc, so nothing
+    // else changes); b = session 8's auto (linear_tc_small / linear_tc below).
+    static const bool wa_sel = small_sel == "auto" || small_sel == "w" || small_sel == "w1" ||
+                               small_sel == "w2" || small_sel == "w3";
+    const bool wa = wa_sel && kernels::linear_tc_wa_supported(fmt, w.w.raw(), x.data<float>(), M, K,
+                                                              fmt != 0, w.block_cols);
+    const bool small_auto = small_sel == "b" || small_sel == "v1" || wa_sel;
     const bool small_range = M <= kernels::kLinearTcSmallMaxRows &&
                              (st_->batch_invariant || M > kernels::kGemvMaxRows) &&
                              (!small_auto || M <= 8 || M > 16);
@@ -461,7 +511,12 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       const void* sc = fmt == 0 ? nullptr : w.scale.raw();
       float* o = out.data<float>() + r0 * GN;
       float* wsp = ws.defined() ? ws.data<float>() : nullptr;
-      if (small)
+      if (wa)
+        kernels::linear_tc_wa(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
+                              w.block_rows, w.block_cols, k_split, o, wsp, stream(),
+                              small_sel != "w1", small_sel != "w2", 2, small_sel == "w3",
+                              fmt == 0 && GN * K >= (int64_t{16} << 20));
+      else if (small)
         kernels::linear_tc_small(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
                                  w.block_rows, w.block_cols, k_split, o, wsp, stream(),
                                  small_sel != "v1", small_sel == "v2", small_share,
@@ -492,6 +547,85 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
 // other pair goes through linear (its checks, its errors), so the bits are linear's either way.
 Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weight* const> ws,
                                  std::span<Tensor* const> outs) {
+  // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3): the projections skinny_mma takes share ONE
+  // x split per weight format and are fused, up to 8 per launch, when their format, scale dtype,
+  // block shape and cluster size agree (each keeps the split it has alone, so every output has
+  // linear's bits); the rest go on below as before.
+  std::vector<char> skinny_done(ws.size(), 0);
+  if (const kernels::SkinnyOptions* sk = skinny_selected();
+      sk != nullptr && !st_->batch_invariant && ws.size() == outs.size() && x.dtype() == DType::kF32 &&
+      x.rank() == 2 && x.raw() != nullptr && x.dim(0) >= 1 && x.dim(0) <= kernels::kSkinnyMaxRows) {
+    static const bool pdl = env().gemv_pdl;  // programmatic dependent launch
+    const int64_t M = x.dim(0), K = x.dim(1);
+    // Class of pair i: -1 when not for skinny_mma, else fmt | f32 scales << 1 | cluster size << 2.
+    auto klass = [&](size_t i) -> int {
+      const backend::Weight* w = ws[i];
+      Tensor* o = outs[i];
+      if (w == nullptr || o == nullptr || !w->w.defined() || w->w.rank() != 2) return -1;
+      const DType dt = w->w.dtype();
+      const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : -1;
+      if (fmt < 0 || w->w.raw() == nullptr || w->cols() != K || w->rows() < 1) return -1;
+      if (o->dtype() != DType::kF32 || o->rank() != 2 || o->dim(0) != M || o->dim(1) != w->rows() ||
+          o->raw() == nullptr || o->raw() == x.raw())
+        return -1;
+      if ((fmt == 1) != w->scale.defined()) return -1;
+      bool sf32 = false;
+      if (fmt == 1) {
+        const DType st = w->scale.dtype();
+        if (st != DType::kF8E8M0 && st != DType::kF32) return -1;
+        sf32 = st == DType::kF32;
+        if (w->scale.rank() != 2 || w->scale.raw() == nullptr ||
+            w->scale.dim(0) != (w->rows() + w->block_rows - 1) / std::max<int64_t>(w->block_rows, 1) ||
+            w->scale.dim(1) != (K + w->block_cols - 1) / std::max<int64_t>(w->block_cols, 1))
+          return -1;
+      }
+      if (!kernels::skinny_supported(fmt, w->w.raw(), w->rows(), K, fmt == 1, w->block_rows, w->block_cols) ||
+          !kernels::skinny_takes(fmt, w->rows(), K, M, *sk))
+        return -1;
+      return fmt | (sf32 ? 2 : 0) | (kernels::skinny_cluster_size(fmt, w->rows(), K, *sk) << 2);
+    };
+    std::vector<int> cls(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) cls[i] = klass(i);
+    Tensor planes[2];  // the x split for bf16 (0) and e4m3 (1) weights, made when first needed
+    bool any = false;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (cls[i] < 0 || skinny_done[i]) continue;
+      const int fmt = cls[i] & 1;
+      std::vector<size_t> members{i};
+      for (size_t j = i + 1; j < ws.size() && members.size() < kernels::kSkinnyMaxProjections; ++j)
+        if (!skinny_done[j] && cls[j] == cls[i] && (fmt == 0 || ws[j]->block_rows == ws[i]->block_rows))
+          members.push_back(j);
+      if (!planes[fmt].defined()) {
+        DI_ASSIGN_OR_RETURN(planes[fmt], empty(DType::kU8, {static_cast<int64_t>(kernels::skinny_workspace_bytes(M, K))}));
+        kernels::skinny_split_x(fmt, x.data<float>(), M, K, planes[fmt].raw(), stream(), pdl && sk->variant != 2);
+        DI_RETURN_IF_ERROR(launched("linear_multi"));
+      }
+      std::vector<kernels::SkinnyProjection> pr;
+      for (size_t j : members)
+        pr.push_back({ws[j]->w.raw(), fmt == 0 ? nullptr : ws[j]->scale.raw(), outs[j]->data<float>(), ws[j]->rows()});
+      if (kernels::skinny_product(fmt, pr.data(), static_cast<int>(pr.size()), (cls[i] & 2) != 0, M, K,
+                                  ws[i]->block_rows, planes[fmt].raw(), stream(), pdl, *sk)) {
+        DI_RETURN_IF_ERROR(launched("linear_multi"));
+        for (size_t j : members) skinny_done[j] = 1;
+        any = true;
+      } else {
+        DI_RETURN_IF_ERROR(launched("linear_multi"));
+      }
+    }
+    if (any) {
+      bool all = true;
+      for (char d : skinny_done) all = all && d != 0;
+      if (all) return OkStatus();
+      std::vector<const backend::Weight*> rest_w;
+      std::vector<Tensor*> rest_o;
+      for (size_t i = 0; i < ws.size(); ++i)
+        if (!skinny_done[i]) {
+          rest_w.push_back(ws[i]);
+          rest_o.push_back(outs[i]);
+        }
+      return linear_multi(x, rest_w, rest_o);
+    }
+  }
   static const std::string dense = env().gemv_dense;
   static const bool pdl = env().gemv_pdl;  // programmatic dependent launch (pdl.cuh); same bits
   // Session 8: DEEPINFER_GEMV_KERNEL auto | v1..v4 fuses with the v3 kernel (gemv_v3.cuh) under

@@ -161,7 +161,7 @@ bool prepare(int fmt, bool scale_f32, int64_t M, int64_t K, int64_t block_rows, 
 
 bool gemv3_options_for(const char* name, Gemv3Options* out) {
   Gemv3Options o;
-  if (std::strcmp(name, "auto") == 0) {
+  if (std::strcmp(name, "auto") == 0 || std::strcmp(name, "b") == 0) {  // b: session 8's auto
     o.ctas_per_sm = 2;
     o.auto_pick = true;
   } else if (std::strcmp(name, "v1") == 0) {

@@ -37,6 +37,7 @@
 
 #include "backend/cuda/linear_tc.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tc_ring.cuh"
 
 namespace deepinfer::cuda::kernels::tcs {
 
@@ -82,72 +83,15 @@ struct SmallArgs {
   int32_t x_pitch = 0;          // bytes per x row in a slot (kSK·4 + 16)
 };
 
-// ---- mbarrier / bulk copy (PTX ISA 8.0, sm_90) --------------------------------------------------
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(tc::smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_fence_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(tc::smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(tc::smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred P1;\n"
-      "LAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\n"
-      "bra LAB_WAIT;\n"
-      "DONE:\n"
-      "}\n" ::"r"(tc::smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// [src, src + bytes) → shared dst; bytes a multiple of 16, both addresses 16-byte aligned.
-__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          tc::smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(tc::smem_u32(bar))
-      : "memory");
-}
-
-// Arrive on `bar` once every cp.async this thread issued so far has landed (the arrival is not
-// counted in advance: the barrier's count includes it).
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(tc::smem_u32(bar)) : "memory");
-}
-
-// 8 consecutive fp32 x (k 8q..8q+7 of a stage) → kTerms bf16 terms, each as the uint4 linear_tc
-// reads from its term buffer: exactly linear_tc's convert() per element (x_t = bf16_rn(r),
-// r −= x_t, a NaN remainder replaced by 0), pairs (k, k+1) packed low / high.
-__device__ __forceinline__ void split_terms8(const float4 lo, const float4 hi, uint4 (&t)[kTerms]) {
-  float r[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  uint32_t w[kTerms][4];
-#pragma unroll
-  for (int u = 0; u < kTerms; ++u) {
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(r[2 * p], r[2 * p + 1]);
-      w[u][p] = tc::bf16x2_bits(h);
-      if (u + 1 < kTerms) {
-        const float2 f = __bfloat1622float2(h);
-        r[2 * p] -= f.x;
-        r[2 * p + 1] -= f.y;
-        if (r[2 * p] != r[2 * p]) r[2 * p] = 0.f;  // ±inf x: the remainder inf − inf is not a term
-        if (r[2 * p + 1] != r[2 * p + 1]) r[2 * p + 1] = 0.f;
-      }
-    }
-    t[u] = make_uint4(w[u][0], w[u][1], w[u][2], w[u][3]);
-  }
-}
+// mbarrier / bulk copy wrappers and the x split into terms: tc_ring.cuh (shared with linear_tc_wa).
+using tcr::bulk_g2s;
+using tcr::cp_async_arrive;
+using tcr::mbar_arrive;
+using tcr::mbar_arrive_expect;
+using tcr::mbar_fence_init;
+using tcr::mbar_init;
+using tcr::mbar_wait;
+using tcr::split_terms8;
 
 // B fragments of one stage for fragment rows of this lane from the slot (linear_tc's compute()).
 template <int kFmt>
@@ -512,24 +456,6 @@ small_kernel(const SmallArgs p) {
     }
 }
 
-// linear_tc's split reduction (split_reduce_kernel: out[i] = ((ws[0·n + i] + ws[1·n + i]) + …),
-// z ascending; the same fp32 adds in the same order) with griddepcontrol.wait first, so it can
-// be launched with PDL behind small_kernel.
-__global__ void __launch_bounds__(256) small_reduce_kernel(const float* __restrict__ ws, int64_t splits,
-                                                           int64_t n, float* __restrict__ out) {
-  pdl::wait();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float v = 0.f;
-  for (int64_t z0 = 0; z0 < splits; z0 += 8) {
-    float t[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) t[u] = z0 + u < splits ? __ldg(ws + (z0 + u) * n + i) : 0.f;
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
-  }
-  out[i] = v;
-}
+// The split reduction: tcr::split_reduce_pdl (tc_ring.cuh).
 
 }  // namespace deepinfer::cuda::kernels::tcs

@@ -1,0 +1,511 @@
+// linear_tc_wa (linear_tc_wa.cuh, session 9): the small-M tensor-core product with linear_tc's
+// arithmetic and the weight as the MMA's A operand (Cᵀ = W·Xᵀ). Asserted BITWISE against
+// linear_tc with the same k_split (the batch-invariant plan and the default mode's plan) at the
+// V4-Flash shapes for M = 1, 2, 5, 8, 9, 16, extra splits (k_split = K, 640) for the ring walk,
+// odd shapes (partial tiles and warps, partial scale blocks, half a k32 stage, groups, ±inf / NaN
+// in x), x split per CTA and per warp, 64- and 128-row CTAs, PDL on and off,
+// CudaBackend::linear's dispatch with DEEPINFER_SMALL_LINEAR=w in both modes, a double-precision
+// reference (linear_tc's bound: 3e-6 of the row's largest output) and the refusals.
+// Every bitwise comparison also prints how many elements differ and by how many ulps at most
+// (the question the H200 answers: are the tensor core's sums the same under transposition?).
+// BareMmaChainsGiveTheSameBitsTransposed asks it of bare MMA chains (no kernel plumbing), and
+// ShortE4m3DecodeEqualsLinearTcsOnTheDevice checks the w3 decode on every e4m3 code.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../backend/op_test_util.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_tc_wa.h"
+#include "common/env.h"
+#include "device_pair.h"
+
+namespace deepinfer::cuda {
+namespace {
+
+// CudaBackend::linear reads DEEPINFER_SMALL_LINEAR once (env()); select the weight-as-A kernel
+// before anything reads it, unless the caller chose a value.
+const bool kSelectW = [] {
+  setenv("DEEPINFER_SMALL_LINEAR", "w", 0);
+  return true;
+}();
+
+using backend::Shape;
+using backend::Tensor;
+using backend::testing::expect_same_bits;
+using testing::on_device;
+using testing::Pair;
+using testing::to_host;
+
+enum class Fmt { kBf16, kFp8, kFp8F32Scale, kFp4 };
+const char* fmt_name(Fmt f) {
+  return f == Fmt::kBf16 ? "bf16" : f == Fmt::kFp8 ? "fp8 (ue8m0 128x128)"
+                                  : f == Fmt::kFp8F32Scale ? "fp8 (f32 128x128)" : "fp4 (ue8m0 1x32)";
+}
+int fmt_code(Fmt f) { return f == Fmt::kBf16 ? 0 : f == Fmt::kFp4 ? 2 : 1; }
+
+// A random stored weight [R, K] (splitmix64 stream: the head is 1 GB): bf16 |w| in [2^-8, 2^8)
+// with random sign, e4m3 codes without NaN (subnormals and ±0 included), e2m1 codes, ue8m0
+// scales 2^-9..2^0 or f32 scales.
+void fast_weight(Fmt f, int64_t R, int64_t K, uint64_t seed, backend::Weight* w) {
+  uint64_t st = seed;
+  auto next = [&st] {
+    uint64_t z = (st += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  if (f == Fmt::kBf16) {
+    w->w = Tensor::empty(DType::kBF16, {R, K});
+    uint16_t* d = w->w.data<uint16_t>();
+    for (int64_t i = 0; i < R * K; i += 4) {
+      const uint64_t r = next();
+      for (int j = 0; j < 4 && i + j < R * K; ++j) {
+        const uint16_t v = static_cast<uint16_t>(r >> (16 * j));
+        d[i + j] = static_cast<uint16_t>(0x3B80 + (v & 0x07FF)) ^ (v & 0x8000);
+      }
+    }
+    return;
+  }
+  w->w = Tensor::empty(f == Fmt::kFp4 ? DType::kF4E2M1 : DType::kF8E4M3, {R, K});
+  uint8_t* d = w->w.data<uint8_t>();
+  const uint64_t nb = w->w.nbytes();
+  for (uint64_t i = 0; i < nb; i += 8) {
+    const uint64_t r = next();
+    for (uint64_t j = 0; j < 8 && i + j < nb; ++j) {
+      uint8_t b = static_cast<uint8_t>(r >> (8 * j));
+      if (f != Fmt::kFp4 && (b & 0x7F) == 0x7F) b = 0x3F;  // no NaN codes
+      d[i + j] = b;
+    }
+  }
+  w->block_rows = f == Fmt::kFp4 ? 1 : 128;
+  w->block_cols = f == Fmt::kFp4 ? 32 : 128;
+  const int64_t sr = (R + w->block_rows - 1) / w->block_rows, sc = (K + w->block_cols - 1) / w->block_cols;
+  if (f == Fmt::kFp8F32Scale) {
+    w->scale = Tensor::empty(DType::kF32, {sr, sc});
+    for (int64_t i = 0; i < w->scale.numel(); ++i)
+      w->scale.data<float>()[i] = 0.001f + 0.099f * static_cast<float>(next() >> 40) / static_cast<float>(1 << 24);
+  } else {
+    w->scale = Tensor::empty(DType::kF8E8M0, {sr, sc});
+    for (int64_t i = 0; i < w->scale.numel(); ++i) w->scale.data<uint8_t>()[i] = static_cast<uint8_t>(118 + next() % 10);
+  }
+}
+
+struct ShapeCase { const char* name; Fmt f; int64_t G, N, K; bool nonfinite_x; };
+
+// The V4-Flash projections CudaBackend::linear runs at decode, and odd shapes.
+const std::vector<ShapeCase>& cases() {
+  static const std::vector<ShapeCase> c = {
+      {"wq_a", Fmt::kFp8, 1, 1024, 4096, false},
+      {"wkv", Fmt::kFp8, 1, 512, 4096, false},
+      {"wq_b", Fmt::kFp8, 1, 32768, 1024, false},
+      {"wo_a (8 groups)", Fmt::kFp8, 8, 1024, 4096, false},
+      {"wo_b", Fmt::kFp8, 1, 4096, 8192, false},
+      {"shared expert w1 / w3", Fmt::kFp8, 1, 2048, 4096, false},
+      {"shared expert w2", Fmt::kFp8, 1, 4096, 2048, false},
+      {"indexer wq_b (64 heads x 128)", Fmt::kFp8, 1, 8192, 1024, false},
+      {"indexer weights_proj (bf16, 64 rows: warps without rows)", Fmt::kBf16, 1, 64, 4096, false},
+      {"wq_a, f32 scales", Fmt::kFp8F32Scale, 1, 1024, 4096, false},
+      {"wq_b, f32 scales", Fmt::kFp8F32Scale, 1, 32768, 1024, false},
+      {"fp4 expert w1+w3", Fmt::kFp4, 1, 4096, 4096, false},
+      {"compressor wkv (bf16)", Fmt::kBf16, 1, 1024, 4096, false},
+      {"head (bf16)", Fmt::kBf16, 1, 129280, 4096, false},
+      // Partial n tiles and warps, a partial last scale block (K = 1056), half a k32 stage and a
+      // partial slot at the end (K = 208, 200, 352), FP4's per-stage promotion, 2 and 3 groups,
+      // ±inf and NaN in x (the NaN-remainder rule of the x split).
+      {"odd fp8", Fmt::kFp8, 1, 300, 1056, true},
+      {"odd fp8 f32 scales, 3 groups", Fmt::kFp8F32Scale, 3, 50, 208, false},
+      {"odd bf16, 2 groups", Fmt::kBf16, 2, 77, 200, true},
+      {"odd fp4", Fmt::kFp4, 1, 45, 352, true},
+  };
+  return c;
+}
+
+// Differing elements and the largest ulp distance (same-sign finite pairs; -1: a NaN / sign /
+// non-finite difference), printed before the bitwise assertion.
+void print_diff(const std::string& what, const Tensor& got, const Tensor& want) {
+  int64_t diff = 0;
+  int64_t max_ulp = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    int32_t g, w;
+    std::memcpy(&g, got.data<float>() + i, 4);
+    std::memcpy(&w, want.data<float>() + i, 4);
+    if (g == w) continue;
+    ++diff;
+    const bool comparable = std::isfinite(got.data<float>()[i]) && std::isfinite(want.data<float>()[i]) &&
+                            ((g < 0) == (w < 0));
+    max_ulp = comparable ? std::max<int64_t>(max_ulp, std::llabs(int64_t{g} - int64_t{w})) : -1;
+    if (max_ulp < 0) break;
+  }
+  std::printf("[wa] %-100s %s (%lld of %lld differ, max %lld ulp)\n", what.c_str(),
+              diff == 0 ? "SAME BITS" : "DIFFERENT", static_cast<long long>(diff),
+              static_cast<long long>(got.numel()), static_cast<long long>(max_ulp));
+}
+
+struct Variant { const char* name; bool pdl, share; int tpw; bool fast = false, wide = false, deep = false; };
+const Variant kVariants[] = {{"x split per CTA, 128-row CTAs", true, true, 2},
+                             {"x split per warp", true, false, 2},
+                             {"64-row CTAs", true, true, 1},
+                             {"short e4m3 decode (w3)", true, true, 2, true},
+                             {"256-byte slots (bf16)", true, true, 2, false, true},
+                             {"3 CTAs per SM, deeper ring (fp8)", true, true, 2, false, false, true}};
+
+class CudaLinearTcWa : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    std::printf("seed %u\n", seed_);
+    auto b = CudaBackend::create();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    gpu_ = std::move(b).value();
+    CudaBackendOptions bi;
+    bi.batch_invariant = true;
+    auto c = CudaBackend::create(bi);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    bi_ = std::move(c).value();
+  }
+  Tensor randn(Shape s, bool nonfinite = false) {
+    Tensor t = Tensor::empty(DType::kF32, std::move(s));
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float v = nd(rng_);
+      if (v == 0.f) v = 0.5f;  // non-zero inputs
+      t.data<float>()[i] = v;
+    }
+    if (nonfinite && t.dim(0) >= 3) {  // rows 1 and 2 get +inf / −inf, row 2 a NaN too
+      const int64_t cols = t.dim(1);
+      t.data<float>()[1 * cols + cols / 3] = std::numeric_limits<float>::infinity();
+      t.data<float>()[2 * cols + cols / 2] = -std::numeric_limits<float>::infinity();
+      t.data<float>()[2 * cols + cols - 1] = std::numeric_limits<float>::quiet_NaN();
+    }
+    return t;
+  }
+  backend::Weight upload_weight(const backend::Weight& hw) {
+    backend::Weight dw = hw;
+    keep_.push_back(on_device(hw.w));
+    dw.w = keep_.back().dev;
+    if (hw.scale.defined()) {
+      keep_.push_back(on_device(hw.scale));
+      dw.scale = keep_.back().dev;
+    }
+    return dw;
+  }
+  // linear_tc (ref) with one k_split, on the host.
+  void run_ref(const ShapeCase& c, const backend::Weight& hw, const backend::Weight& dw, const Pair& dx,
+               int64_t M, int64_t k_split, Tensor* ref_h) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N, splits = (K + k_split - 1) / k_split;
+    const int fmt = fmt_code(c.f);
+    auto ref = bi_->alloc(DType::kF32, {M, GN});
+    auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
+    ASSERT_TRUE(ref.ok() && ws.ok());
+    kernels::linear_tc(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
+                       c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, hw.block_cols, k_split,
+                       ref->data<float>(), ws->data<float>(), bi_->stream());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_TRUE(bi_->synchronize().ok());
+    *ref_h = to_host(*ref);
+  }
+  // linear_tc_wa with one k_split and variant, on the host.
+  void run_wa(const ShapeCase& c, const backend::Weight& hw, const backend::Weight& dw, const Pair& dx,
+              int64_t M, int64_t k_split, const Variant& v, Tensor* got_h) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N, splits = (K + k_split - 1) / k_split;
+    const int fmt = fmt_code(c.f);
+    auto got = bi_->alloc(DType::kF32, {M, GN});
+    auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
+    ASSERT_TRUE(got.ok() && ws.ok());
+    // NaN-filled output and workspace first: an element the kernels fail to write cannot pass.
+    ASSERT_EQ(cudaMemset(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4), cudaSuccess);
+    kernels::linear_tc_wa(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
+                          c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, hw.block_cols, k_split,
+                          got->data<float>(), ws->data<float>(), bi_->stream(), v.pdl, v.share, v.tpw,
+                          v.fast, v.wide, v.deep);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_TRUE(bi_->synchronize().ok());
+    *got_h = to_host(*got);
+  }
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+  std::unique_ptr<CudaBackend> gpu_, bi_;
+  std::vector<Pair> keep_;
+};
+
+const int64_t kRowsToTry[] = {16, 1, 2, 5, 8, 9};
+
+TEST_F(CudaLinearTcWa, IsBitwiseLinearTcAtModelShapes) {
+  uint64_t wseed = seed_;
+  for (const ShapeCase& c : cases()) {
+    const int64_t G = c.G, K = c.K, GN = G * c.N;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int64_t bc = fmt_code(c.f) == 0 ? 0 : hw.block_cols;
+    const Tensor x = randn({16, G * K}, c.nonfinite_x);
+    const Pair dx = on_device(x);
+    Tensor full;  // rows of M = 16 under the batch-invariant split
+    for (int64_t M : kRowsToTry) {
+      std::vector<int64_t> splits_to_try = {kernels::linear_tc_k_split(M, GN, K, bc, true)};
+      const int64_t def = kernels::linear_tc_k_split(M, GN, K, bc, false);
+      if (def != splits_to_try[0]) splits_to_try.push_back(def);
+      if (M == 16 && (std::string(c.name) == "wq_a" || std::string(c.name) == "compressor wkv (bf16)" ||
+                      std::string(c.name) == "fp4 expert w1+w3"))
+        for (int64_t ks : {K, int64_t{640}}) splits_to_try.push_back(ks);
+      for (size_t si = 0; si < splits_to_try.size(); ++si) {
+        const int64_t k_split = splits_to_try[si];
+        ASSERT_TRUE(kernels::linear_tc_wa_supported(fmt_code(c.f), dw.w.raw(), dx.dev.data<float>(), M, K,
+                                                    bc > 0, hw.block_cols)) << c.name;
+        Tensor ref_h;
+        run_ref(c, hw, dw, dx, M, k_split, &ref_h);
+        for (const Variant& v : kVariants) {
+          if (si > 0 && v.tpw == 1) continue;  // the 64-row CTAs at the batch-invariant split only
+          if (v.fast && fmt_code(c.f) != 1) continue;  // the short decode is for e4m3 only
+          if (v.wide && fmt_code(c.f) != 0) continue;  // 256-byte slots: bf16 only
+          if (v.deep && fmt_code(c.f) != 1) continue;  // the deeper ring: e4m3 only
+          Tensor got_h;
+          run_wa(c, hw, dw, dx, M, k_split, v, &got_h);
+          const std::string what = std::string("wa vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
+                                   " M=" + std::to_string(M) + " k_split=" + std::to_string(k_split) + " (" +
+                                   std::to_string((K + k_split - 1) / k_split) + " splits), " + v.name;
+          print_diff(what, got_h, ref_h);
+          expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+          if (si == 0 && v.share && v.tpw == 2) {  // the batch-invariant split: rows equal M = 16's
+            if (M == 16) full = got_h;
+            else expect_same_bits((what + ", rows vs the same rows at M = 16").c_str(), got_h,
+                                  full.rows(0, M), seed_);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, PdlOffGivesTheSameBits) {
+  uint64_t wseed = seed_ ^ 0x5bd1e995u;
+  for (const ShapeCase& c : cases()) {
+    const std::string name = c.name;
+    if (name != "wq_a" && name != "wq_b" && name != "odd bf16, 2 groups" && name != "odd fp4") continue;
+    const int64_t GN = c.G * c.N, K = c.K;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int64_t bc = fmt_code(c.f) == 0 ? 0 : hw.block_cols;
+    const Pair dx = on_device(randn({16, c.G * K}));
+    for (int64_t M : {1, 16}) {
+      const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, true);
+      Tensor ref_h, with_pdl, plain;
+      run_ref(c, hw, dw, dx, M, k_split, &ref_h);
+      run_wa(c, hw, dw, dx, M, k_split, Variant{"pdl", true, true, 2}, &with_pdl);
+      run_wa(c, hw, dw, dx, M, k_split, Variant{"plain", false, true, 2}, &plain);
+      expect_same_bits((name + " M=" + std::to_string(M) + ": PDL launch vs plain launch").c_str(), with_pdl,
+                       plain, seed_);
+      print_diff(name + " M=" + std::to_string(M) + ": plain launch vs linear_tc", plain, ref_h);
+      expect_same_bits((name + " M=" + std::to_string(M) + ": plain launch vs linear_tc").c_str(), plain,
+                       ref_h, seed_);
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
+  // CudaBackend::linear with --batch-invariant (M = 1, 5, 16) and in the default mode (M = 9, 16:
+  // the tensor-core branch) equals linear_tc with the mode's split; this binary selects
+  // DEEPINFER_SMALL_LINEAR=w (unless set), so at M <= 16 that is linear_tc_wa's dispatch.
+  ASSERT_TRUE(kSelectW);
+  std::printf("DEEPINFER_SMALL_LINEAR=%s\n", env().small_linear.c_str());
+  uint64_t wseed = seed_ ^ 0x9e3779b9u;
+  for (const ShapeCase& c : cases()) {
+    const std::string name = c.name;
+    if (name != "wq_b" && name != "wo_a (8 groups)" && name != "head (bf16)" && name != "odd fp8" &&
+        name != "wq_a")
+      continue;
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int fmt = fmt_code(c.f);
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    const Pair dx = on_device(randn({16, G * K}));
+    for (bool bi : {true, false}) {
+      CudaBackend* be = bi ? bi_.get() : gpu_.get();
+      for (int64_t M : {1, 5, 9, 16}) {
+        if (!bi && M <= kernels::kGemvMaxRows) continue;  // the GEMV's rows in the default mode
+        if (bi && M == 9) continue;
+        const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, bi);
+        auto ref = be->alloc(DType::kF32, {M, GN});
+        auto got = be->alloc(DType::kF32, {M, GN});
+        auto ws = be->alloc(DType::kF32, {(K + k_split - 1) / k_split, M, GN});
+        ASSERT_TRUE(ref.ok() && got.ok() && ws.ok());
+        kernels::linear_tc(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(), false,
+                           M, N, K, G, hw.block_rows, hw.block_cols, k_split, ref->data<float>(),
+                           ws->data<float>(), be->stream());
+        const Status st = be->linear(dx.dev.rows(0, M), dw, *got, G);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        ASSERT_TRUE(be->synchronize().ok());
+        const std::string what = std::string("CudaBackend::linear ") + (bi ? "--batch-invariant " : "default mode ") +
+                                 name + " M=" + std::to_string(M) + " vs linear_tc";
+        const Tensor got_h = to_host(*got), ref_h = to_host(*ref);
+        print_diff(what, got_h, ref_h);
+        expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+      }
+    }
+  }
+}
+
+// out64 [M, G·N] = x [M, G·K] · deqᵀ per group, in double.
+std::vector<double> reference64(const Tensor& x, const Tensor& deq, int64_t G) {
+  const int64_t M = x.dim(0), GN = deq.dim(0), K = deq.dim(1), N = GN / G;
+  std::vector<double> out(M * GN);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = 0; r < GN; ++r) {
+      const float* xr = x.data<float>() + m * G * K + (r / N) * K;
+      const float* wr = deq.data<float>() + r * K;
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(xr[k]) * wr[k];
+      out[m * GN + r] = s;
+    }
+  return out;
+}
+
+TEST_F(CudaLinearTcWa, MatchesDoubleReference) {
+  // The bound of linear_tc's SplitProductsMatchDoubleAtModelShapes: 3e-6 of the row's largest
+  // output (the arithmetic is linear_tc's). Shapes small enough for a host double reference.
+  auto cpu = backend::make_cpu_backend({.reference = true});
+  uint64_t wseed = seed_ ^ 0x7f4a7c15u;
+  for (const ShapeCase& c : cases()) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    if (GN * K > (int64_t{5} << 20) || c.nonfinite_x) continue;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    Tensor deq = Tensor::empty(DType::kF32, {GN, K});
+    ASSERT_TRUE(cpu->dequantize(hw.w, hw.scale.defined() ? &hw.scale : nullptr, hw.block_rows, hw.block_cols,
+                                deq).ok());
+    const backend::Weight dw = upload_weight(hw);
+    const int fmt = fmt_code(c.f);
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    const Tensor x = randn({16, G * K});
+    const Pair dx = on_device(x);
+    for (int64_t M : {1, 7, 16}) {
+      const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, true);
+      auto got = bi_->alloc(DType::kF32, {M, GN});
+      auto ws = bi_->alloc(DType::kF32, {(K + k_split - 1) / k_split, M, GN});
+      ASSERT_TRUE(got.ok() && ws.ok());
+      kernels::linear_tc_wa(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
+                            c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, hw.block_cols, k_split,
+                            got->data<float>(), ws->data<float>(), bi_->stream(), true);
+      ASSERT_TRUE(bi_->synchronize().ok());
+      const Tensor got_h = to_host(*got);
+      const std::vector<double> want = reference64(x.rows(0, M), deq, G);
+      double worst = 0;
+      int64_t wr = 0, wc = 0;
+      for (int64_t r = 0; r < M; ++r) {
+        double scale = 1e-30;
+        for (int64_t col = 0; col < GN; ++col) scale = std::max(scale, std::fabs(want[r * GN + col]));
+        for (int64_t col = 0; col < GN; ++col) {
+          const double e = std::fabs(want[r * GN + col] - got_h.data<float>()[r * GN + col]) / scale;
+          if (!(e <= worst)) worst = e, wr = r, wc = col;
+        }
+      }
+      EXPECT_LE(worst, 3e-6) << c.name << " " << fmt_name(c.f) << " M=" << M << ": worst row-relative error at row "
+                             << wr << " col " << wc << ", seed " << seed_;
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, BareMmaChainsGiveTheSameBitsTransposed) {
+  // The hypothesis itself, without the kernels' plumbing: chains of m16n8k16 bf16 MMAs computing
+  // x·wᵀ with x in A / w in B and with w in A / x in B (the same k at the same positions) give the
+  // same fp32 bits for every element. Operands: random signs, exponents over 2^-40..2^8 (x, like
+  // the three bf16 terms) and e4m3-like w (3 mantissa bits) or full bf16 w; chains of 1 and 6.
+  std::uniform_int_distribution<uint32_t> u16(0, 0xFFFF);
+  std::uniform_int_distribution<int> xexp(127 - 40, 127 + 8), wexp(127 - 9, 127 + 8);
+  for (int steps : {1, 6}) {
+    for (bool e4m3_like : {true, false}) {
+      const int trials = 4096;
+      const int64_t n = int64_t{trials} * 16 * 16 * steps;
+      std::vector<uint16_t> hx(n), hw(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t r = u16(rng_), r2 = u16(rng_);
+        hx[i] = static_cast<uint16_t>((r & 0x8000u) | static_cast<uint32_t>(xexp(rng_)) << 7 | (r2 & 0x7Fu));
+        const uint32_t mant = e4m3_like ? (r2 >> 7 & 0x7u) << 4 : (r2 >> 7 & 0x7Fu);
+        hw[i] = static_cast<uint16_t>((r << 1 & 0x8000u) | static_cast<uint32_t>(wexp(rng_)) << 7 | mant);
+        if (r2 % 97 == 0) hw[i] = 0;  // some zero products
+      }
+      uint16_t *dx = nullptr, *dw = nullptr;
+      float *dn = nullptr, *dt = nullptr;
+      ASSERT_EQ(cudaMalloc(&dx, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dw, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dn, int64_t{trials} * 256 * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dt, int64_t{trials} * 256 * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, hx.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dw, hw.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      kernels::linear_tc_wa_mma_probe(dx, dw, trials, steps, dn, dt, bi_->stream());
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      ASSERT_TRUE(bi_->synchronize().ok());
+      Tensor on = Tensor::empty(DType::kF32, {trials * 16, 16}), ot = Tensor::empty(DType::kF32, {trials * 16, 16});
+      ASSERT_EQ(cudaMemcpy(on.raw(), dn, on.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(ot.raw(), dt, ot.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(dx);
+      cudaFree(dw);
+      cudaFree(dn);
+      cudaFree(dt);
+      const std::string what = std::string("bare MMA chains of ") + std::to_string(steps) + (e4m3_like ? ", e4m3-like w" : ", bf16 w") +
+                               ": w in A vs x in A";
+      print_diff(what, ot, on);
+      expect_same_bits(what.c_str(), ot, on, seed_);
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, ShortE4m3DecodeEqualsLinearTcsOnTheDevice) {
+  // Every e4m3 code through linear_tc's decode and the short one (mul.rn.bf16x2 on the device,
+  // subnormal codes included): equal bf16 bits for the 254 non-NaN codes; the NaN codes give
+  // ±480 (documented).
+  uint32_t* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 512 * sizeof(uint32_t)), cudaSuccess);
+  kernels::linear_tc_wa_decode_table(d, bi_->stream());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_TRUE(bi_->synchronize().ok());
+  std::vector<uint32_t> h(512);
+  ASSERT_EQ(cudaMemcpy(h.data(), d, 512 * sizeof(uint32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d);
+  for (uint32_t c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) {
+      EXPECT_EQ(h[256 + c], (c & 0x80 ? 0xC3F0C3F0u : 0x43F043F0u)) << "NaN code " << c;
+      continue;
+    }
+    EXPECT_EQ(h[256 + c], h[c]) << "e4m3 code 0x" << std::hex << c << ": short decode 0x" << h[256 + c]
+                                << " vs linear_tc's 0x" << h[c];
+  }
+}
+
+TEST_F(CudaLinearTcWa, RefusesWhatItCannotTake) {
+  float* x16 = nullptr;
+  uint8_t* w16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&x16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w16, 4096), cudaSuccess);
+  EXPECT_TRUE(kernels::linear_tc_wa_supported(1, w16, x16, 16, 128, true, 128));
+  EXPECT_TRUE(kernels::linear_tc_wa_supported(0, w16, x16, 1, 8, false, 0));
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(1, w16, x16, 17, 128, true, 128));  // M > 16
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(1, w16, x16, 0, 128, true, 128));
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(1, w16, x16, 4, 120, true, 128));   // row bytes
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(1, w16, x16, 4, 128, true, 16));    // block cols
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(0, w16 + 8, x16, 4, 128, false, 0));  // w alignment
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(0, w16, x16 + 2, 4, 128, false, 0));  // x alignment
+  EXPECT_FALSE(kernels::linear_tc_wa_supported(3, w16, x16, 4, 128, false, 0));    // f32 weights
+  cudaFree(x16);
+  cudaFree(w16);
+}
+
+}  // namespace
+}  // namespace deepinfer::cuda
