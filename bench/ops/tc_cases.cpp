@@ -1,8 +1,7 @@
 // See tc_cases.h. Each projection is timed on the same weights and x: "linear_tc" (the
 // tensor-core kernel with the split plan CudaBackend::linear uses in --batch-invariant mode),
-// "linear_tc default split" (the plan of the default mode, when it differs), "gemv_tc" (session 7:
-// linear_tc's bits with the batch-invariant split, weights streamed into registers; M ≤ 16),
-// "gemv_linear" (the default mode's decode GEMV, M ≤ 8) and "linear_wq" (the weight-only GEMV). Bytes: x, the stored weight and its scales, out, once each (the split
+// "linear_tc default split" (the plan of the default mode, when it differs), "small" / "wa"
+// (linear_tc's bits, linear_tc_small.cuh / linear_tc_wa.cuh), "gemv_linear" (the default mode's decode GEMV, M ≤ 8) and "linear_wq" (the weight-only GEMV). Bytes: x, the stored weight and its scales, out, once each (the split
 // partials are not counted). The fp32 products of the hyper-connection mixing (Backend::matmul)
 // are timed as "matmul_fixed" (--batch-invariant; config 4 = the session-4 tile kernel) against
 // "matmul cuBLAS" (the default mode).
@@ -11,7 +10,6 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.h"
 #include "device_fill.h"
@@ -91,11 +89,10 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
   for (const Lin& l : lins) {
     const bool want_tc = only.empty() || std::string("linear_tc ").append(l.name).find(only) != std::string::npos;
     const bool want_wq = only.empty() || std::string("linear_wq ").append(l.name).find(only) != std::string::npos;
-    const bool want_gtc = only.empty() || std::string("gemv_tc ").append(l.name).find(only) != std::string::npos;
     const bool want_gemv = only.empty() || std::string("gemv_linear ").append(l.name).find(only) != std::string::npos;
     const bool want_small = only.empty() || std::string("small ").append(l.name).find(only) != std::string::npos;
     const bool want_wa = only.empty() || std::string("wa ").append(l.name).find(only) != std::string::npos;
-    if (!want_tc && !want_wq && !want_gtc && !want_gemv && !want_small && !want_wa) continue;
+    if (!want_tc && !want_wq && !want_gemv && !want_small && !want_wa) continue;
     const int64_t GN = l.groups * l.N, K = l.K;
     DI_ASSIGN_OR_RETURN(Weight w, make_weight(ctx, l.fmt, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
@@ -133,22 +130,6 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
           });
         }
       }
-    }
-    // gemv_tc (linear_tc_gemv.cuh): linear_tc's bits under the batch-invariant split at M ≤ 16,
-    // weights streamed into registers (CudaBackend::linear under --batch-invariant).
-    if (want_gtc && cuda::kernels::linear_tc_gemv_supported(l.fmt, w.w.raw(), x.data<float>(), M, K, bc > 0, w.block_cols)) {
-      const int64_t k_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
-      Tensor ws;
-      if (k_split < K) {
-        DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
-      }
-      ctx.measure(phase, cat("gemv_tc ", l.name, " (", std::to_string((K + k_split - 1) / k_split), " splits)"),
-                  shape, bytes, flops, [&] {
-        cuda::kernels::linear_tc_gemv(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K, l.groups,
-                                      w.block_rows, w.block_cols, k_split, out.data<float>(),
-                                      ws.defined() ? ws.data<float>() : nullptr, ctx.stream());
-        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_gemv launch failed");
-      });
     }
     // Session 8: linear_tc_small (linear_tc_small.cuh): linear_tc's bits, weights through a ring in
     // shared memory; "small" with the batch-invariant split (cp.async fill), "small default split"

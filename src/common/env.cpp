@@ -103,10 +103,8 @@ Env Env::from_process() {
     if (*v == "mma" || *v == "gemv") e.bi_experts = *v;
     else log_warning("DEEPINFER_BI_EXPERTS='" + *v + "' is not mma or gemv; using mma");
   }
-  if (auto v = get("DEEPINFER_BI_LINEAR")) {
-    if (*v == "gemv_tc" || *v == "tc") e.bi_linear = *v;
-    else log_warning("DEEPINFER_BI_LINEAR='" + *v + "' is not gemv_tc or tc; using tc");
-  }
+  if (get("DEEPINFER_BI_LINEAR"))  // session 9: gemv_tc was deleted (linear_tc_wa: same bits, faster)
+    log_warning("DEEPINFER_BI_LINEAR was removed (see DEEPINFER_SMALL_LINEAR); ignored");
   if (auto v = get("DEEPINFER_GEMV_PDL")) {
     if (*v == "0" || *v == "1") e.gemv_pdl = *v == "1";
     else log_warning("DEEPINFER_GEMV_PDL='" + *v + "' is not 0 or 1; using 1");

@@ -59,12 +59,6 @@ struct Env {
   // session 7) = the tensor-core decode kernel (experts_mma.cuh) for every slot count, whose bits
   // depend only on a slot's own row; gemv = the streaming GEMV experts (session 5).
   std::string bi_experts = "mma";
-  // DEEPINFER_BI_LINEAR: tc|gemv_tc — dense products under --batch-invariant at decode-sized M:
-  // tc (default) = linear_tc's tiles for every M (session 5); gemv_tc = session 7's weight-
-  // streaming tensor-core kernel with linear_tc's bits (linear_tc_gemv.cuh), slower on the H200
-  // (bench_ops M = 1: wq_b 52.4 vs 43.2 µs; bench_model --batch-invariant 2.40 / 5.55 ms per step
-  // at batch 1 / 16 against 2.33 / 5.29), kept to be made faster.
-  std::string bi_linear = "tc";
   // DEEPINFER_GEMV_PDL: 1 (default) | 0 — launch the decode GEMV kernels with programmatic
   // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
   bool gemv_pdl = true;
@@ -94,8 +88,8 @@ struct Env {
   //   weight holds an e4m3 NaN code). b = session 8's auto: linear_tc_small.cuh at M <= 8 under
   //   --batch-invariant and 17 <= M <= 64 in both modes, linear_tc elsewhere; a = linear_tc_small
   //   for every M <= 64 (9..64 in the default mode); v1 = b without PDL; v2 / v3 / v4 = a with a
-  //   TMA bulk-copy fill / the x split per warp / 256-byte ring slots; s7 = session 7
-  //   (DEEPINFER_BI_LINEAR then picks gemv_tc | tc).
+  //   TMA bulk-copy fill / the x split per warp / 256-byte ring slots; s7 = session 7's
+  //   dispatch (linear_tc).
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";

@@ -14,7 +14,6 @@
 #include "backend/cuda/gemv.h"
 #include "backend/op_checks.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/linear_tc_gemv.h"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.h"
 #include "backend/cuda/moe_tc.h"
@@ -475,10 +474,9 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     // (M ≤ 8 only under --batch-invariant); v1 = b without programmatic dependent launch;
     // v2 = a with the ring filled by TMA bulk copies (slower); v3 = a with x split per warp;
     // v4 = a with 256-byte ring slots per weight row (longer DRAM runs; not measured yet);
-    // s7 = session 7's dispatch (under --batch-invariant DEEPINFER_BI_LINEAR picks gemv_tc or
-    // linear_tc; linear_tc in the default mode).
+    // s7 = session 7's dispatch (linear_tc; session 7's gemv_tc, DEEPINFER_BI_LINEAR=gemv_tc, was
+    // deleted in session 9: linear_tc_wa has the same bits and is faster at every shape).
     static const std::string small_sel = env().small_linear;
-    static const bool bi_gemv_tc = env().bi_linear == "gemv_tc";
     // Session 9 (DEEPINFER_SMALL_LINEAR=w / w1..w3): the weight-as-A kernel with linear_tc's bits
     // (linear_tc_wa.cuh: weight rows in the MMA's A operand, x's terms as B columns) at
     // M <= kLinearTcWaMaxRows in both modes; other M as auto. w = PDL, x split once per CTA,
@@ -500,11 +498,6 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                        kernels::linear_tc_small_supported(fmt, w.w.raw(), x.data<float>(), M, K,
                                                           fmt != 0, w.block_cols);
     const bool small_share = small_sel == "v3" ? false : small_auto ? M > 16 : true;
-    // Session 7 (DEEPINFER_SMALL_LINEAR=s7 with DEEPINFER_BI_LINEAR=gemv_tc): the weight-streaming
-    // kernel with linear_tc's bits (linear_tc_gemv.cuh) under --batch-invariant.
-    const bool gemv_tc = !small && small_sel == "s7" && st_->batch_invariant && bi_gemv_tc &&
-                         kernels::linear_tc_gemv_supported(fmt, w.w.raw(), x.data<float>(), M, K,
-                                                           fmt != 0, w.block_cols);
     for (int64_t r0 = 0; r0 < M; r0 += slab) {
       const int64_t rows = std::min(slab, M - r0);
       const float* xr = x.data<float>() + r0 * groups * K;
@@ -522,9 +515,8 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                                  small_sel != "v1", small_sel == "v2", small_share,
                                  small_sel == "v4");
       else
-        (gemv_tc ? kernels::linear_tc_gemv : kernels::linear_tc)(
-            fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups, w.block_rows,
-            w.block_cols, k_split, o, wsp, stream());
+        kernels::linear_tc(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
+                           w.block_rows, w.block_cols, k_split, o, wsp, stream());
     }
     return launched(op);
   }

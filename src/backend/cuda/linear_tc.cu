@@ -6,7 +6,6 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc.cuh"
-#include "backend/cuda/linear_tc_gemv.h"
 
 namespace deepinfer::cuda::kernels {
 
@@ -134,11 +133,6 @@ void linear_tc(int fmt, const float* x, const void* w, const void* scale, bool s
     const int64_t n = M * G * N;
     split_reduce_kernel<<<grid_for(n, 256), 256, 0, s>>>(workspace, splits, n, out);
   }
-}
-
-void linear_tc_reduce_splits(const float* ws, int64_t splits, int64_t n, float* out,
-                             cudaStream_t s) {
-  if (n > 0) split_reduce_kernel<<<grid_for(n, 256), 256, 0, s>>>(ws, splits, n, out);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -78,8 +78,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// The launch fields that every stored-format tensor-core product (linear_tc, gemv_tc,
-// linear_tc_small) fills alike from one call's arguments; A is TcArgs or one of its cousins.
+// The launch fields that every stored-format tensor-core product (linear_tc, linear_tc_small,
+// linear_tc_wa) fills alike from one call's arguments; A is TcArgs or one of its cousins.
 template <class A>
 inline void fill_linear_args(A& a, const float* x, const void* w, const void* scale,
                              bool scale_f32, int64_t M, int64_t N, int64_t K, int64_t G,
