@@ -6,6 +6,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc.cuh"
+#include "backend/cuda/tc_ring.cuh"
 
 namespace deepinfer::cuda::kernels {
 
@@ -32,25 +33,6 @@ constexpr int64_t kMaxSplits = 32;
 // true: session 4's split plan (kept selectable until the new one is measured on the H200).
 constexpr bool kLegacySplitPolicy = false;
 constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 26;  // 256 MiB of split partials per launch
-
-// out[i] = ((ws[0·n + i] + ws[1·n + i]) + ws[2·n + i]) + …, z ascending (the fixed split order).
-// The loads of 8 splits are issued before their adds (the adds stay in order), so a 32-split
-// reduction waits for 4 rounds of memory latency instead of 32.
-__global__ void split_reduce_kernel(const float* __restrict__ ws, int64_t splits, int64_t n,
-                                    float* __restrict__ out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float v = 0.f;
-  for (int64_t z0 = 0; z0 < splits; z0 += 8) {
-    float t[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) t[u] = z0 + u < splits ? __ldg(ws + (z0 + u) * n + i) : 0.f;
-#pragma unroll
-    for (int u = 0; u < 8; ++u)
-      if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
-  }
-  out[i] = v;
-}
 
 template <int kFmt>
 void launch_fmt(const tc::TcArgs& a, int bm, dim3 grid, cudaStream_t s) {
@@ -131,7 +113,8 @@ void linear_tc(int fmt, const float* x, const void* w, const void* scale, bool s
   else launch_fmt<2>(a, bm, grid, s);
   if (splits > 1) {
     const int64_t n = M * G * N;
-    split_reduce_kernel<<<grid_for(n, 256), 256, 0, s>>>(workspace, splits, n, out);
+    // The fixed-order split sum (tc_ring.cuh; its griddepcontrol.wait is a no-op in a plain launch).
+    tcr::split_reduce_pdl<0><<<grid_for(n, 256), 256, 0, s>>>(workspace, splits, n, out);
   }
 }
 

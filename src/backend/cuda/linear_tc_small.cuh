@@ -14,7 +14,7 @@
 //    acc = fmaf(partial, scale, acc) at the block's last stage or the split's last stage, scale
 //    decoded as linear_tc does (f32 bits or tc::ue8m0_f32; 0 past N; 1.f unscaled);
 //  - the caller's k_split (linear_tc_k_split's plan) and partials [split][M][G·N] summed in split
-//    order (v = ws[0]; v = v + ws[z], z ascending — linear_tc's split_reduce_kernel's adds).
+//    order (v = ws[0]; v = v + ws[z], z ascending — tcr::split_reduce_pdl's adds, tc_ring.cuh).
 // So every MMA sees the A, B, C registers of the same stage / k-step / term in linear_tc, and
 // every fp32 operation after it is the same: equal bits by construction.
 //

@@ -23,7 +23,7 @@
 //  - the same promotion per scale block counted from the split's start,
 //    acc = fmaf(partial, scale[n, kb], acc), at the block's last stage or the split's last;
 //  - the caller's k_split (linear_tc_k_split) and partials [split][M][G·N] summed in split order
-//    (v = ws[0]; v = v + ws[z], z ascending: linear_tc's split_reduce_kernel's adds).
+//    (v = ws[0]; v = v + ws[z], z ascending: tcr::split_reduce_pdl's adds, tc_ring.cuh).
 // What is NOT guaranteed by the PTX ISA: that the tensor core's fp32 sum of an element's products
 // does not depend on the element's place in the tile (row vs column roles of the operands). The
 // products are exact and the positions equal, so any fixed-order summation gives the same bits;

@@ -78,9 +78,10 @@ __device__ __forceinline__ void split_terms8(const float4 lo, const float4 hi, u
   }
 }
 
-// linear_tc's split reduction (split_reduce_kernel: out[i] = ((ws[0·n + i] + ws[1·n + i]) + …),
-// z ascending; the same fp32 adds in the same order) with griddepcontrol.wait first, so it can
-// be launched with PDL behind linear_tc_small's / linear_tc_wa's kernels. A template (one
+// The split reduction of linear_tc, linear_tc_small and linear_tc_wa: out[i] = ((ws[0·n + i] +
+// ws[1·n + i]) + …), z ascending (the fixed split order; the loads of 8 splits are issued before
+// their adds, which stay in order). griddepcontrol.wait first, so it can be launched with PDL
+// behind linear_tc_small's / linear_tc_wa's kernels (a no-op in linear_tc's plain launch). A template (one
 // instantiation, <0>) so that every .cu may include this header.
 template <int kUnused = 0>
 __global__ void __launch_bounds__(256) split_reduce_pdl(const float* __restrict__ ws, int64_t splits,
