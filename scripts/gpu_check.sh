@@ -65,7 +65,8 @@ done
 # End to end: `deepinfer generate` on the GPU through the whole engine (async scheduling, tight
 # cache so that preemption happens), greedy, against the same command on the CPU. The variant
 # --enable-expert-parallel runs the routed experts through the expert-parallel MoE over a one-rank
-# NCCL group (EngineConfig.enable_expert_parallel; docs/dist.md).
+# NCCL group (EngineConfig.enable_expert_parallel; docs/dist.md); --enforce-eager launches every
+# decode op one by one (the other variants replay decode steps from CUDA graphs).
 if [ -x "$dir/bin/deepinfer" ]; then
   # Shared libraries the GPU machine may lack (PCRE2, libcurl and theirs), carried in $dir/lib.
   di() { LD_LIBRARY_PATH="$dir/lib:${LD_LIBRARY_PATH:-}" "$dir/bin/deepinfer" "$@"; }
@@ -75,7 +76,7 @@ if [ -x "$dir/bin/deepinfer" ]; then
   common=(--model "$model" "${prompts[@]}" --max-tokens 96 --temperature 0 --max-num-seqs 4)
   e2e=PASS
   di generate "${common[@]}" --device cpu --output "$out/e2e_cpu.jsonl" --quiet > "$out/e2e_cpu.log" 2>&1 || e2e=FAIL
-  for variant in "" "--batch-invariant" "--no-async-scheduling" "--enable-expert-parallel"; do
+  for variant in "" "--batch-invariant" "--no-async-scheduling" "--enable-expert-parallel" "--enforce-eager"; do
     tag=${variant:-default}
     di generate "${common[@]}" --device cuda $variant --output "$out/e2e_gpu_$tag.jsonl" > "$out/e2e_gpu_$tag.log" 2>&1 || e2e=FAIL
     python3 - "$out/e2e_cpu.jsonl" "$out/e2e_gpu_$tag.jsonl" <<'PY' || e2e=FAIL

@@ -3,12 +3,15 @@
 // steps of B tokens (one per sequence) through the sequence states; best of `reps` runs.
 //
 //   build/bench/model/bench_model [--device cpu|cpu-reference|cuda] [--batch 1,16]
-//       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant] [dir ...]
+//       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant]
+//       [--enforce-eager] [dir ...]
 //
 // Defaults: CPU, batch 1, the fixtures under tests/data (run from the repository root).
 // On a device backend the greedy pick runs on the device, as in the engine (logits stay in device
 // memory, `Backend::sample` with temperature 0, B ids downloaded); `--host-argmax` downloads the
 // [B, V] logits and takes the argmax on the host instead (what sessions 2–5 measured).
+// CUDA decode steps replay captured CUDA graphs unless --enforce-eager (the first rep captures;
+// the best rep is reported).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +41,7 @@ int argmax(const float* row, int64_t V) {
 
 int main(int argc, char** argv) {
   int prefill = 128, decode = 64, threads = 0, reps = 3;
-  bool batch_invariant = false, fp8_activations = false, host_argmax = false;
+  bool batch_invariant = false, fp8_activations = false, host_argmax = false, eager = false;
   std::string device = "cpu";
   std::vector<int> batches = {1};
   std::vector<std::string> dirs;
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
     else if (a == "--reference") device = "cpu-reference";
     else if (a == "--batch-invariant") batch_invariant = true;
     else if (a == "--fp8-activations") fp8_activations = true;
+    else if (a == "--enforce-eager") eager = true;
     else if (a == "--host-argmax") host_argmax = true;
     else if (a == "--batch" && i + 1 < argc) {
       batches.clear();
@@ -87,11 +91,13 @@ int main(int argc, char** argv) {
     be = backend::make_cpu_backend(opt);
   } else {
     auto made = backend::make_backend(device, {.batch_invariant = batch_invariant,
-                                               .fp8_activations = fp8_activations});
+                                               .fp8_activations = fp8_activations,
+                                               .graphs = !eager});
     if (!made.ok()) { std::printf("%s\n", made.status().to_string().c_str()); return 2; }
     be = std::move(made).value();
   }
   const bool device_pick = !be->host_memory() && !host_argmax;
+  if (be->supports_graphs()) std::printf("decode steps replay CUDA graphs (--enforce-eager: off)\n");
   std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d), greedy pick on the %s\n",
               be->name(), batch_invariant ? " (batch-invariant)" : fp8_activations ? " (fp8 activations)" : "",
               threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps,

@@ -49,6 +49,9 @@ struct EngineConfig {
   // FP8 weights at prefill sizes through DeepSeek's FP8 recipe (activations quantized per 1×128
   // to e4m3, cuBLASLt block-scaled GEMM; --fp8-activations; CUDA only). Lossy, so off by default.
   bool fp8_activations = false;
+  // CUDA: run every decode step op by op instead of replaying captured CUDA graphs (vLLM's
+  // --enforce-eager; also DEEPINFER_CUDA_GRAPHS=0). Outputs are the same either way.
+  bool enforce_eager = false;
   int block_size = 16;            // window rows per cache block (vLLM's --block-size)
   int compressed_entries_per_block = 64;  // CSA/HCA compressed entries per cache block
   uint64_t seed = 0;              // engine seed; unseeded requests derive theirs from it

@@ -140,6 +140,36 @@ class Backend {
   // Waits for queued work; reports a device-side error (bad index) of an earlier op.
   virtual Status synchronize() { return OkStatus(); }
 
+  // ---- captured work (CUDA graphs; docs/cuda.md "CUDA graphs for decode") ----
+  // begin_capture() records the ops issued after it instead of running them; end_capture()
+  // returns them as a graph that replay() runs again, with the same pointers and arguments, as
+  // often as wanted. Tensors allocated while capturing come from memory owned by the returned
+  // graph: their addresses stay fixed for every replay, and nothing outside the graph reuses them
+  // while it lives. Inputs that change between replays must be written into such fixed tensors
+  // (upload into them before replay); an op that needs the host during capture (upload, download,
+  // synchronize, a host-built list) makes end_capture fail, after which the backend is back in
+  // normal mode and nothing was run. Backends without graphs: supports_graphs() is false and the
+  // three calls are Unimplemented.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+  };
+  virtual bool supports_graphs() const { return false; }
+  // pool_of: allocate from the memory of that earlier graph instead of fresh memory (graphs that
+  // always replay one after another in capture order may share it: a block one frees is reused
+  // by a later one, as in an eager step).
+  virtual Status begin_capture(const Graph* pool_of = nullptr) {
+    (void)pool_of;
+    return Unimplemented(std::string("graphs: not implemented by the ") + name() + " backend");
+  }
+  virtual StatusOr<std::shared_ptr<Graph>> end_capture() {
+    return Unimplemented(std::string("graphs: not implemented by the ") + name() + " backend");
+  }
+  virtual Status replay(const Graph& graph) {
+    (void)graph;
+    return Unimplemented(std::string("graphs: not implemented by the ") + name() + " backend");
+  }
+
   // ---- weights ----
   // out [N, K] F32 = dequantized w. w: F32/BF16/F16 [N, K] (scale null); F8E4M3 [N, K] with
   // scale [ceil(N/block_rows), ceil(K/block_cols)] (F8E8M0 or F32, multiplies); F4E2M1 [N, K]

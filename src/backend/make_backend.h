@@ -21,6 +21,10 @@ struct BackendOptions {
   // block-scaled FP8 GEMM (DeepSeek's recipe, backend/cuda/fp8_gemm.h) instead of dequantizing
   // the weight. CUDA backend only (an error elsewhere). Changes numerics (activation rounding).
   bool fp8_activations = false;
+  // CUDA backend: decode steps may be captured and replayed as CUDA graphs (Backend::
+  // begin_capture); false = every op launched one by one (`--enforce-eager`, or
+  // DEEPINFER_CUDA_GRAPHS=0).
+  bool graphs = true;
 };
 
 StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,

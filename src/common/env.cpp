@@ -115,17 +115,22 @@ Env Env::from_process() {
     if (auto v = get(name)) {
       static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
                                           "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
-                                          "w2",   "w3"};
+                                          "w2",   "w3", "x1", "x2", "x3", "x4"};
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
       if (ok) *field = *v;
-      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w or w1..w3; using auto");
+      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x4; using auto");
     }
   }
 
-  // Session 9 removed the split-key attention variants (one kernel remains, session 8's v1).
-  if (get("DEEPINFER_ATTENTION_KERNEL"))
-    log_warning("DEEPINFER_ATTENTION_KERNEL was removed (one split-key attention kernel remains); ignored");
+  if (auto v = get("DEEPINFER_ATTENTION_KERNEL")) {
+    if (*v == "auto" || *v == "x1" || *v == "x2" || *v == "x3" || *v == "x4") e.attention_kernel = *v;
+    else log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto or x1..x4; using auto");
+  }
+  if (auto v = get("DEEPINFER_CUDA_GRAPHS")) {
+    if (*v == "0" || *v == "1") e.cuda_graphs = *v == "1";
+    else log_warning("DEEPINFER_CUDA_GRAPHS='" + *v + "' is not 0 or 1; using 1");
+  }
 
   std::string home = get("HOME").value_or("/root");
   if (auto v = get("HF_HOME")) {

@@ -90,9 +90,17 @@ struct Env {
   //   for every M <= 64 (9..64 in the default mode); v1 = b without PDL; v2 / v3 / v4 = a with a
   //   TMA bulk-copy fill / the x split per warp / 256-byte ring slots; s7 = session 7's
   //   dispatch (linear_tc).
+  // Session 10: x1..x4 name new variants of these three selectors (and of
+  //   DEEPINFER_ATTENTION_KERNEL below) while they are measured; each is described where it is
+  //   dispatched.
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";
+  // DEEPINFER_ATTENTION_KERNEL: auto | x1..x4 — the split-key attention kernel (attention_fd.cu)
+  //   or a session-10 variant of it.
+  std::string attention_kernel = "auto";
+  // DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 — replay decode steps from captured CUDA graphs.
+  bool cuda_graphs = true;
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface

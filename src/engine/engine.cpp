@@ -195,7 +195,8 @@ StatusOr<std::unique_ptr<Engine>> engine_internal::EngineAccess::create(
   DI_ASSIGN_OR_RETURN(io::ModelConfig model_config, io::load_model_config(impl->model_dir));
   auto backend = backend::make_backend(
       config.device, {.batch_invariant = config.batch_invariant,
-                      .fp8_activations = config.fp8_activations});
+                      .fp8_activations = config.fp8_activations,
+                      .graphs = !config.enforce_eager});
   if (!backend.ok()) return backend.status().with_context("EngineConfig.device");
   impl->backend = std::move(backend).value();
   if (config.enable_expert_parallel) {

@@ -182,6 +182,8 @@ int run_bench(int argc, char** argv) {
   app.add_flag("--batch-invariant", cfg.batch_invariant, "batch-invariant kernels");
   app.add_flag("--fp8-activations", cfg.fp8_activations,
                "CUDA: e4m3 activations + block-scaled FP8 GEMM for FP8 weights at prefill sizes");
+  app.add_flag("--enforce-eager", cfg.enforce_eager,
+               "CUDA: launch every decode op one by one (no CUDA graphs; same outputs)");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
   app.add_option("--output-json", o.output_json, "write the results as JSON to this file");
   if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;

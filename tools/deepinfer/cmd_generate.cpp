@@ -284,6 +284,8 @@ int run_generate(int argc, char** argv) {
                "kernels whose per-request results do not depend on the batch (bitwise)");
   app.add_flag("--fp8-activations", cfg.fp8_activations,
                "CUDA: FP8 weights at prefill sizes via e4m3 activations + block-scaled FP8 GEMM (lossy)");
+  app.add_flag("--enforce-eager", cfg.enforce_eager,
+               "CUDA: launch every decode op one by one (no CUDA graphs; same outputs)");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
   app.add_option("--device", cfg.device, "cpu (default), cpu-reference, cuda, cuda:N");
   app.add_flag("--async-scheduling,!--no-async-scheduling", cfg.async_scheduling,

@@ -111,6 +111,31 @@ struct CudaBackend::State {
   std::unique_ptr<Fp8Gemm> fp8 = nullptr;  // when fp8_activations: FP8 block-scaled GEMM (shares blas.lt())
   int device = 0;
   int num_sms = 132;  // sizes work splits
+  // CUDA graphs: allowed by the options; while capturing, tensors come from capture_cache (owned
+  // by the graph being recorded) and the first call that needed the host is named here.
+  bool graphs = true;
+  bool capturing = false;
+  std::shared_ptr<TensorCache> capture_cache;
+  std::string capture_refused;
+};
+
+// A captured decode segment: the executable graph and the cache its tensors came from (kept
+// while the graph lives, so replays write to the same memory and nothing else reuses it).
+class CudaGraph final : public backend::Backend::Graph {
+ public:
+  CudaGraph(cudaGraph_t g, cudaGraphExec_t exec, std::shared_ptr<TensorCache> cache)
+      : g_(g), exec_(exec), cache_(std::move(cache)) {}
+  ~CudaGraph() override {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (g_ != nullptr) cudaGraphDestroy(g_);
+  }
+  cudaGraphExec_t exec() const { return exec_; }
+  const std::shared_ptr<TensorCache>& cache() const { return cache_; }
+
+ private:
+  cudaGraph_t g_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::shared_ptr<TensorCache> cache_;
 };
 
 CudaBackend::CudaBackend(std::unique_ptr<State> state) : st_(std::move(state)) {}
@@ -128,6 +153,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   st->batch_invariant = options.batch_invariant;
   st->device = options.device;
   st->fp8_activations = options.fp8_activations;
+  st->graphs = options.graphs && env().cuda_graphs;
   if (options.fp8_activations) {
     DI_ASSIGN_OR_RETURN(st->fp8, Fp8Gemm::create({}, st->blas.lt()));
   }
@@ -146,6 +172,7 @@ Status CudaBackend::launched(const char* op) {
 }
 
 Status CudaBackend::synchronize() {
+  if (st_->capturing) return refuse_in_capture("synchronize");
   DI_RETURN_IF_ERROR(st_->stream.synchronize());
   int32_t code = 0;
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpy(&code, st_->error_flag.data(), 4, cudaMemcpyDeviceToHost));
@@ -169,13 +196,71 @@ StatusOr<Tensor> CudaBackend::empty(DType dtype, backend::Shape shape) {
   for (int64_t d : shape) numel *= d;
   const uint64_t bytes = dtype_bytes(dtype, static_cast<uint64_t>(numel));
   const uint64_t b = TensorCache::bucket(bytes);
-  DI_ASSIGN_OR_RETURN(void* p, st_->cache->get(b));
-  std::shared_ptr<TensorCache> cache = st_->cache;
+  std::shared_ptr<TensorCache> cache = st_->capturing ? st_->capture_cache : st_->cache;
+  DI_ASSIGN_OR_RETURN(void* p, cache->get(b));
   std::shared_ptr<void> owner(p, [cache, b](void* q) { cache->put(b, q); });
   return Tensor::adopt(p, dtype, std::move(shape), std::move(owner), /*on_device=*/true);
 }
 
 uint64_t CudaBackend::allocated_bytes() const { return st_->cache->held(); }
+
+Status CudaBackend::refuse_in_capture(const char* what) {
+  if (st_->capture_refused.empty()) st_->capture_refused = what;
+  return FailedPrecondition(std::string("cuda graphs: ") + what + " while capturing (after op '" +
+                            st_->last_op + "')");
+}
+
+bool CudaBackend::supports_graphs() const { return st_->graphs; }
+
+Status CudaBackend::begin_capture(const backend::Backend::Graph* pool_of) {
+  if (!st_->graphs) return FailedPrecondition("cuda graphs: disabled (--enforce-eager or DEEPINFER_CUDA_GRAPHS=0)");
+  if (st_->capturing) return FailedPrecondition("cuda graphs: begin_capture while capturing");
+  if (pool_of != nullptr) {
+    const auto* g = dynamic_cast<const CudaGraph*>(pool_of);
+    if (g == nullptr) return InvalidArgument("cuda graphs: pool_of is not a graph of this backend");
+    st_->capture_cache = g->cache();
+  } else {
+    st_->capture_cache = std::make_shared<TensorCache>();
+  }
+  st_->capture_refused.clear();
+  DI_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+  st_->capturing = true;
+  return OkStatus();
+}
+
+StatusOr<std::shared_ptr<backend::Backend::Graph>> CudaBackend::end_capture() {
+  if (!st_->capturing) return FailedPrecondition("cuda graphs: end_capture without begin_capture");
+  cudaGraph_t g = nullptr;
+  const cudaError_t err = cudaStreamEndCapture(stream(), &g);
+  st_->capturing = false;
+  std::shared_ptr<TensorCache> cache = std::move(st_->capture_cache);
+  const std::string refused = std::move(st_->capture_refused);
+  if (err != cudaSuccess || g == nullptr || !refused.empty()) {
+    cudaGetLastError();  // an invalidated capture leaves its error behind
+    if (g != nullptr) cudaGraphDestroy(g);
+    return FailedPrecondition(std::string("cuda graphs: capture failed (") +
+                              (!refused.empty() ? refused + " while capturing"
+                                                : std::string(cudaGetErrorString(err))) + ")");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ierr = cudaGraphInstantiate(&exec, g, 0);
+  if (ierr != cudaSuccess) {
+    cudaGetLastError();
+    cudaGraphDestroy(g);
+    return FailedPrecondition(std::string("cuda graphs: instantiate failed (") +
+                              cudaGetErrorString(ierr) + ")");
+  }
+  return std::shared_ptr<backend::Backend::Graph>(std::make_shared<CudaGraph>(g, exec, std::move(cache)));
+}
+
+Status CudaBackend::replay(const backend::Backend::Graph& graph) {
+  const auto* g = dynamic_cast<const CudaGraph*>(&graph);
+  if (g == nullptr) return InvalidArgument("cuda graphs: replay of a graph another backend captured");
+  if (st_->capturing) return refuse_in_capture("replay");
+  DI_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(g->exec(), stream()));
+  st_->last_op = "graph";
+  return OkStatus();
+}
 
 Status CudaBackend::bind_thread() {
   DI_CUDA_RETURN_IF_ERROR(cudaSetDevice(st_->device));
@@ -198,6 +283,7 @@ Status CudaBackend::upload(const Tensor& host, Tensor& dst) {
     return InvalidArgument("upload: " + host.describe() + " and " + dst.describe() +
                            " differ in dtype or element count");
   if (host.on_device()) return InvalidArgument("upload: source " + host.describe() + " is on the device");
+  if (st_->capturing) return refuse_in_capture("upload");
   if (host.nbytes() == 0) return OkStatus();
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(),
                                           cudaMemcpyHostToDevice, stream()));
@@ -210,6 +296,7 @@ Status CudaBackend::download(const Tensor& src, Tensor& host) {
     return InvalidArgument("download: " + src.describe() + " and " + host.describe() +
                            " differ in dtype or element count");
   if (host.on_device()) return InvalidArgument("download: destination " + host.describe() + " is on the device");
+  if (st_->capturing) return refuse_in_capture("download");
   if (src.nbytes() > 0)
     DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), src.raw(), src.nbytes(),
                                             cudaMemcpyDeviceToHost, stream()));

@@ -19,6 +19,8 @@ struct CudaBackendOptions {
   // FP8 weights × activations quantized to FP8 per 1×128 group (cuBLASLt block-scaled GEMM,
   // fp8_gemm.h) for large M; numerics differ from the weight-only path (activation rounding).
   bool fp8_activations = false;
+  // Decode-step capture as CUDA graphs (supports_graphs(); also off with DEEPINFER_CUDA_GRAPHS=0).
+  bool graphs = true;
 };
 
 class TensorCache;
@@ -50,6 +52,13 @@ class CudaBackend : public backend::Backend {
   Status bind_thread() override;  // cudaSetDevice(options.device) for the calling thread
   // Bytes held by the allocator (in use + cached).
   uint64_t allocated_bytes() const;
+
+  // CUDA graphs (backend.h): stream capture in relaxed mode; while capturing, tensors come from a
+  // cache owned by the graph being recorded, and upload / download / synchronize refuse.
+  bool supports_graphs() const override;
+  Status begin_capture(const backend::Backend::Graph* pool_of) override;
+  StatusOr<std::shared_ptr<backend::Backend::Graph>> end_capture() override;
+  Status replay(const backend::Backend::Graph& graph) override;
 
   Status dequantize(const backend::Tensor& w, const backend::Tensor* scale, int64_t block_rows,
                     int64_t block_cols, backend::Tensor& out) override;
@@ -149,6 +158,7 @@ class CudaBackend : public backend::Backend {
   struct State;
   explicit CudaBackend(std::unique_ptr<State> state);
   Status launched(const char* op);  // checks the launch of the op just queued
+  Status refuse_in_capture(const char* what);  // FailedPrecondition; remembered for end_capture
   // hc_pre / hc_expand_pre on the fused kernels (expand null: no expand).
   Status hc_pre_fused(const backend::Tensor& x, const backend::Tensor& fn,
                       const backend::Tensor& base, const backend::Tensor& scale,

@@ -10,14 +10,13 @@
 
 namespace deepinfer::model::v4 {
 
-Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWeights& w,
-                         const RopeTable& rope, const Tensor& x, const StepBatch& batch, int layer,
-                         Tensor& y) {
+Status attention_project(backend::Backend& be, const Dims& d, const AttentionWeights& w,
+                         const RopeTable& rope, const Tensor& x, const Tensor& positions,
+                         AttentionProjections& p) {
   using backend::RopeStyle;
   const int64_t S = x.dim(0);
   const bool csa = w.type == io::AttentionType::kCompressedSparse;
   const bool compressed = w.compressor != nullptr;
-  const Tensor& positions = batch.positions;
 
   // §4.1 projections, over every row of the step. Every projection of x — wq_a, wkv and, on
   // compressed layers, the compressors' wkv / wgate (§6.3; on CSA layers the indexer's
@@ -26,8 +25,8 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
   // launches.
   DI_EMPTY(q_a, be, DType::kF32, {S, d.Rq});
   DI_EMPTY(kv_raw, be, DType::kF32, {S, d.D});
-  Tensor ckv, cgate, ikv, igate;  // compressor projections [S, coff·d]
-  IndexerProjections iproj;       // CSA: q_idx [S, nI·cI], head_w [S, nI]
+  Tensor &ckv = p.ckv, &cgate = p.cgate, &ikv = p.ikv, &igate = p.igate;
+  IndexerProjections& iproj = p.iproj;
   std::vector<const Weight*> x_w{&w.wq_a, &w.wkv};
   std::vector<Tensor*> x_out{&q_a, &kv_raw};
   if (compressed) {
@@ -46,25 +45,37 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
     }
   }
   DI_RETURN_IF_ERROR(be.linear_multi(x, x_w, x_out));
-  DI_EMPTY(q_res, be, DType::kF32, {S, d.Rq});               // also feeds the indexer
-  DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, q_res));
-  DI_EMPTY(q, be, DType::kF32, {S, d.nH * d.D});
+  DI_ASSIGN_OR_RETURN(p.q_res, be.empty(DType::kF32, {S, d.Rq}));  // also feeds the indexer
+  DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, p.q_res));
+  DI_ASSIGN_OR_RETURN(p.q, be.empty(DType::kF32, {S, d.nH * d.D}));
   if (iproj.head_w.defined()) {  // CSA
     DI_ASSIGN_OR_RETURN(iproj.q_idx, be.empty(DType::kF32, {S, d.nI * d.cI}));
     const Weight* qw[] = {&w.wq_b, &w.indexer->wq_b};
-    Tensor* qo[] = {&q, &iproj.q_idx};
-    DI_RETURN_IF_ERROR(be.linear_multi(q_res, qw, qo));
+    Tensor* qo[] = {&p.q, &iproj.q_idx};
+    DI_RETURN_IF_ERROR(be.linear_multi(p.q_res, qw, qo));
   } else {
-    DI_RETURN_IF_ERROR(be.linear(q_res, w.wq_b, q));
+    DI_RETURN_IF_ERROR(be.linear(p.q_res, w.wq_b, p.q));
   }
-  Tensor q3 = q.view({S, d.nH, d.D});  // rms per head (unweighted), then rope: one op
+  Tensor q3 = p.q.view({S, d.nH, d.D});  // rms per head (unweighted), then rope: one op
   DI_RETURN_IF_ERROR(be.rms_norm_rope(q3, nullptr, d.eps, positions, rope.inv_freq,
                                       RopeStyle::kInterleavedTrailing, rope.mscale, q3));
-  DI_EMPTY(kv, be, DType::kF32, {S, d.D});                   // key = value
-  Tensor kv3 = kv.view({S, 1, d.D});  // rmsw(kv_raw; kv_norm), then rope: one op
-  DI_RETURN_IF_ERROR(be.rms_norm_rope(kv_raw.view({S, 1, d.D}), &w.kv_norm, d.eps, positions,
-                                      rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale,
-                                      kv3));
+  DI_ASSIGN_OR_RETURN(p.kv, be.empty(DType::kF32, {S, d.D}));  // key = value
+  Tensor kv3 = p.kv.view({S, 1, d.D});  // rmsw(kv_raw; kv_norm), then rope: one op
+  return be.rms_norm_rope(kv_raw.view({S, 1, d.D}), &w.kv_norm, d.eps, positions, rope.inv_freq,
+                          RopeStyle::kInterleavedTrailing, rope.mscale, kv3);
+}
+
+Status attention_core(backend::Backend& be, const Dims& d, const AttentionWeights& w,
+                      const RopeTable& rope, const Tensor& x, const StepBatch& batch, int layer,
+                      AttentionProjections& p, Tensor& o) {
+  const int64_t S = x.dim(0);
+  const bool csa = w.type == io::AttentionType::kCompressedSparse;
+  const bool compressed = w.compressor != nullptr;
+  const Tensor& positions = batch.positions;
+  const Tensor &ckv = p.ckv, &cgate = p.cgate, &ikv = p.ikv, &igate = p.igate, &kv = p.kv;
+  const Tensor& q_res = p.q_res;
+  IndexerProjections& iproj = p.iproj;
+  Tensor q3 = p.q.view({S, d.nH, d.D});
 
   // Per sequence: compressors (§6.3, projected above over every row at once); their index keys
   // go back to back for one indexer call.
@@ -178,15 +189,8 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
     DI_RETURN_IF_ERROR(be.place_ids(picks, layout_t, key_ids));
   }
   Tensor keys3 = keys.view({keys.dim(0), 1, d.D});
-  DI_EMPTY(o, be, DType::kF32, {S, d.nH, d.D});
   DI_RETURN_IF_ERROR(be.attention(q3, keys3, keys3, key_offsets, key_ids, &w.sinks,
                                   1.0f / std::sqrt(static_cast<float>(d.D)), o, max_keys));
-
-  // §4.4 de-rotate by the query position, grouped output projection.
-  DI_RETURN_IF_ERROR(be.rope(o, positions, rope.inv_freq, RopeStyle::kInterleavedTrailing, rope.mscale, true));
-  DI_EMPTY(z, be, DType::kF32, {S, d.G * d.Ro});
-  DI_RETURN_IF_ERROR(be.linear(o.view({S, d.nH * d.D}), w.wo_a, z, d.G));
-  DI_RETURN_IF_ERROR(be.linear(z, w.wo_b, y));
 
   // Window cache <- last W−1 rows of [cached | chunk], per sequence.
   for (size_t i = 0; i < B; ++i) {
@@ -195,8 +199,28 @@ Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWei
     const int64_t keep = std::min<int64_t>(d.W - 1, window[i] + sq.len);
     DI_RETURN_IF_ERROR(sq.state->defer_write_window(layer, keys.rows(end - keep, end), copies));
   }
-  DI_RETURN_IF_ERROR(copies.flush(be));
-  return OkStatus();
+  return copies.flush(be);
+}
+
+Status attention_output(backend::Backend& be, const Dims& d, const AttentionWeights& w,
+                        const RopeTable& rope, const Tensor& positions, Tensor& o, Tensor& y) {
+  // §4.4 de-rotate by the query position (in place), grouped output projection.
+  const int64_t S = o.dim(0);
+  DI_RETURN_IF_ERROR(be.rope(o, positions, rope.inv_freq, backend::RopeStyle::kInterleavedTrailing,
+                             rope.mscale, true));
+  DI_EMPTY(z, be, DType::kF32, {S, d.G * d.Ro});
+  DI_RETURN_IF_ERROR(be.linear(o.view({S, d.nH * d.D}), w.wo_a, z, d.G));
+  return be.linear(z, w.wo_b, y);
+}
+
+Status attention_forward(backend::Backend& be, const Dims& d, const AttentionWeights& w,
+                         const RopeTable& rope, const Tensor& x, const StepBatch& batch, int layer,
+                         Tensor& y) {
+  AttentionProjections p;
+  DI_RETURN_IF_ERROR(attention_project(be, d, w, rope, x, batch.positions, p));
+  DI_EMPTY(o, be, DType::kF32, {x.dim(0), d.nH, d.D});
+  DI_RETURN_IF_ERROR(attention_core(be, d, w, rope, x, batch, layer, p, o));
+  return attention_output(be, d, w, rope, batch.positions, o, y);
 }
 
 }  // namespace deepinfer::model::v4

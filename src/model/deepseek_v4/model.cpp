@@ -1,7 +1,9 @@
 #include "model/deepseek_v4/model.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "common/logging.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
@@ -115,14 +117,20 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
     step.seqs.push_back(sq);
   }
   const int64_t S = static_cast<int64_t>(tokens.size());
+  step.tokens = tokens;
+  step.positions_host = pos_host;
+  if (rows == S && S <= kMaxGraphBatch && be.supports_graphs() && ep_layers_.empty() &&
+      tp_comm_ == nullptr && graph_failed_.count(S) == 0) {
+    bool decode = true;  // one new token per sequence, last-row logits: a decode step
+    for (const SeqSlice& sq : step.seqs) decode = decode && sq.len == 1;
+    if (decode) return forward_graphed(step);
+  }
   std::vector<int32_t> copy_of(S * d.hc);
   for (int64_t s = 0; s < S; ++s)
     for (int64_t j = 0; j < d.hc; ++j) copy_of[s * d.hc + j] = static_cast<int32_t>(s);
   DI_ASSIGN_OR_RETURN(Tensor ids, to_backend_i32(be, tokens, {S}));
   DI_ASSIGN_OR_RETURN(step.positions, to_backend_i32(be, pos_host, {S}));
   DI_ASSIGN_OR_RETURN(Tensor copies, to_backend_i32(be, copy_of, {S * d.hc}));
-  step.tokens = tokens;
-  step.positions_host = pos_host;
 
   DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
   DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
@@ -146,6 +154,133 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   DI_RETURN_IF_ERROR(be.linear(hn, w_->head, logits));
   if (logits_on_device_) return logits;  // the engine samples on the device
   return to_host(be, logits);  // the sampler reads host logits
+}
+
+// Decode steps as CUDA graphs (docs/cuda.md "CUDA graphs for decode"). A step of S sequences
+// with one token each is L + 1 segments of row-wise work (embedding + layer 0's first part; layer
+// l's last part + layer l+1's first part; the last layer's last part + the head) with each
+// layer's attention core between them (per-sequence state and host-built key lists: run as
+// always). The first step of a batch size captures the segments (and runs them); later steps of
+// that size upload tokens, positions and hash-layer expert ids into the set's fixed tensors and
+// replay. The tensors a segment makes live in the set's graph memory at fixed addresses, so the
+// cores and later segments read them across steps; o (the attention output) is a fixed tensor of
+// the set that every core writes. Every op and argument is the eager step's, so the bits are the
+// same. A capture that fails (an op needed the host) leaves the step to finish eagerly and that
+// size eager from then on.
+StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
+  backend::Backend& be = *be_;
+  const Dims& d = dims_;
+  const int64_t S = static_cast<int64_t>(step.seqs.size());
+  GraphSet* g = nullptr;
+  for (auto& set : graph_sets_)
+    if (set->S == S) g = set.get();
+  if (g == nullptr) {
+    if (graph_sets_.size() >= kMaxGraphSets) {  // the least recently used size goes
+      DI_RETURN_IF_ERROR(be.synchronize());  // none of its replays still running
+      auto lru = std::min_element(graph_sets_.begin(), graph_sets_.end(),
+                                  [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+      graph_sets_.erase(lru);
+    }
+    auto set = std::make_unique<GraphSet>();
+    set->S = S;
+    DI_ASSIGN_OR_RETURN(set->ids, be.empty(DType::kI32, {S}));
+    DI_ASSIGN_OR_RETURN(set->positions, be.empty(DType::kI32, {S}));
+    std::vector<int32_t> copy_of(S * d.hc), rows(S);
+    for (int64_t s = 0; s < S; ++s) {
+      rows[s] = static_cast<int32_t>(s);
+      for (int64_t j = 0; j < d.hc; ++j) copy_of[s * d.hc + j] = static_cast<int32_t>(s);
+    }
+    DI_ASSIGN_OR_RETURN(set->copies, to_backend_i32(be, copy_of, {S * d.hc}));
+    DI_ASSIGN_OR_RETURN(set->picked, to_backend_i32(be, rows, {S}));
+    DI_ASSIGN_OR_RETURN(set->o, be.alloc(DType::kF32, {S, local_.nH, local_.D}));
+    set->hash_ids.resize(d.L);
+    for (int l = 0; l < d.L; ++l)
+      if (w_->layers[l].moe.hash) {
+        DI_ASSIGN_OR_RETURN(set->hash_ids[l], be.empty(DType::kI32, {S, d.k}));
+      }
+    set->carry.resize(d.L);
+    set->graphs.resize(d.L + 1);
+    graph_sets_.push_back(std::move(set));
+    g = graph_sets_.back().get();
+  }
+  g->last_used = ++graph_clock_;
+
+  // This step's inputs into the set's fixed tensors.
+  DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.tokens.data(), DType::kI32, {S}), g->ids));
+  DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.positions_host.data(), DType::kI32, {S}), g->positions));
+  for (int l = 0; l < d.L; ++l)
+    if (g->hash_ids[l].defined()) {
+      std::vector<int32_t> h;
+      DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
+      DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(h.data(), DType::kI32, {S, d.k}), g->hash_ids[l]));
+    }
+  step.positions = g->positions;
+
+  // Segment j: replayed when captured; else captured (sharing segment 0's graph memory) and run,
+  // or — once a capture failed in this step — run eagerly.
+  const bool capture = !g->captured;
+  bool capturing_ok = capture;
+  if (!capture) ++graph_replays_;
+  auto segment = [&](int j, const auto& body) -> Status {
+    if (!capture) return be.replay(*g->graphs[j]);
+    if (capturing_ok) {
+      Status st = be.begin_capture(j == 0 ? nullptr : g->graphs[0].get());
+      if (st.ok()) {
+        st = body();
+        auto graph = be.end_capture();
+        if (st.ok() && graph.ok()) {
+          g->graphs[j] = *std::move(graph);
+          return be.replay(*g->graphs[j]);
+        }
+        if (st.ok()) st = graph.status();
+      }
+      capturing_ok = false;
+      log_warning("deepseek_v4: decode steps of " + std::to_string(S) +
+                  " sequences run without CUDA graphs: " + st.message());
+    }
+    return body();
+  };
+  auto head = [&]() -> Status {  // HyperHead, final norm and lm_head (every row has logits)
+    DI_EMPTY(tail, be, DType::kF32, {S, d.hc, d.H});
+    Tensor tail_rows = tail.view({S, d.hc * d.H});
+    DI_RETURN_IF_ERROR(be.gather_rows(g->streams.view({S, d.hc * d.H}), g->picked, tail_rows));
+    DI_EMPTY(h, be, DType::kF32, {S, d.H});
+    DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
+    DI_EMPTY(hn, be, DType::kF32, {S, d.H});
+    DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
+    DI_ASSIGN_OR_RETURN(g->logits, be.empty(DType::kF32, {S, d.V}));
+    return be.linear(hn, w_->head, g->logits);
+  };
+  DI_RETURN_IF_ERROR(segment(0, [&]() -> Status {
+    DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
+    DI_RETURN_IF_ERROR(be.embedding(w_->embed, g->ids, e));
+    DI_ASSIGN_OR_RETURN(g->streams, be.empty(DType::kF32, {S, d.hc, d.H}));  // hc identical copies
+    Tensor stream_rows = g->streams.view({S * d.hc, d.H});
+    DI_RETURN_IF_ERROR(be.gather_rows(e, g->copies, stream_rows));
+    return layer_first(0, g->streams, g->positions, g->carry[0]);
+  }));
+  for (int layer = 0; layer < d.L; ++layer) {
+    DI_RETURN_IF_ERROR(layer_core(layer, step, g->carry[layer], g->o));
+    DI_RETURN_IF_ERROR(segment(layer + 1, [&]() -> Status {
+      const Tensor* hash = g->hash_ids[layer].defined() ? &g->hash_ids[layer] : nullptr;
+      DI_RETURN_IF_ERROR(layer_last(layer, g->streams, g->positions, step.tokens, hash,
+                                    g->carry[layer], g->o));
+      return layer + 1 < d.L ? layer_first(layer + 1, g->streams, g->positions, g->carry[layer + 1])
+                             : head();
+    }));
+  }
+  for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);
+  Tensor logits = g->logits;
+  if (capture && capturing_ok) {
+    g->captured = true;
+  } else if (capture) {  // this size runs eagerly from now on
+    graph_failed_.insert(S);
+    DI_RETURN_IF_ERROR(be.synchronize());  // the segments it did capture have run
+    graph_sets_.erase(std::find_if(graph_sets_.begin(), graph_sets_.end(),
+                                   [&](const auto& set) { return set.get() == g; }));
+  }
+  if (logits_on_device_) return logits;
+  return to_host(be, logits);
 }
 
 Status DeepseekV4Model::expert_parallel_idle_step() {
@@ -194,52 +329,68 @@ Status DeepseekV4Model::apply_expert_placement(const dist::ExpertPlacement& plac
   return OkStatus();
 }
 
-Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step) {
+// A decoder layer in three parts (decode graphs replay the first and last as captured work):
+// layer_first: the attention site's collapse (hc_map), its RMSNorm and the attention
+// projections; layer_core: the per-sequence attention (state, key lists) into o [S, nH, D];
+// layer_last: the attention output projection, the MoE site (whose collapse applies the
+// attention site's expand, hc_expand_pre) and the MoE site's expand into `streams`.
+Status DeepseekV4Model::layer_first(int layer, const Tensor& streams, const Tensor& positions,
+                                    LayerCarry& c) {
   backend::Backend& be = *be_;
   const Dims& d = dims_;
   const LayerWeights& lw = w_->layers[layer];
   const int64_t S = streams.dim(0);
-  const RopeTable& rope =
-      lw.attn.type == io::AttentionType::kSliding ? w_->rope_main : w_->rope_compress;
+  DI_ASSIGN_OR_RETURN(c.post, be.empty(DType::kF32, {S, d.hc}));
+  DI_ASSIGN_OR_RETURN(c.comb, be.empty(DType::kF32, {S, d.hc, d.hc}));
+  DI_EMPTY(x, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(hc_map(be, d, lw.attn_hc, streams, c.post, c.comb, x));
+  DI_ASSIGN_OR_RETURN(c.xn, be.empty(DType::kF32, {S, d.H}));
+  DI_RETURN_IF_ERROR(be.rms_norm(x, &lw.attn_norm, d.eps, c.xn));
+  return attention_project(be, local_, lw.attn, rope_of(layer), c.xn, positions, c.proj);
+}
 
-  // An mHC site (§3): collapse `in` into x (hc_map), RMSNorm, the block's output y. The attention
-  // site's expand is applied by the MoE site's collapse call (hc_expand_pre: one fused launch on
-  // the GPU, hc_expand then hc_map elsewhere); the MoE site expands into `streams`.
-  struct SiteOut {
-    Tensor post, comb, y;
-  };
-  auto site = [&](const HcSiteWeights& hc, const Tensor& norm, const Tensor& in, const SiteOut* prev,
-                  Tensor* expanded, SiteOut& out, const auto& block) -> Status {
-    DI_ASSIGN_OR_RETURN(out.post, be.empty(DType::kF32, {S, d.hc}));
-    DI_ASSIGN_OR_RETURN(out.comb, be.empty(DType::kF32, {S, d.hc, d.hc}));
-    DI_EMPTY(x, be, DType::kF32, {S, d.H});
-    if (prev) {  // expanded [S, hc, H] = HC_expand(in, prev), then HC_map(expanded)
-      DI_RETURN_IF_ERROR(hc_expand_map(be, d, hc, in, prev->y, prev->post, prev->comb, *expanded,
-                                       out.post, out.comb, x));
-    } else {
-      DI_RETURN_IF_ERROR(hc_map(be, d, hc, in, out.post, out.comb, x));
-    }
-    DI_EMPTY(xn, be, DType::kF32, {S, d.H});
-    DI_RETURN_IF_ERROR(be.rms_norm(x, &norm, d.eps, xn));
-    DI_ASSIGN_OR_RETURN(out.y, be.empty(DType::kF32, {S, d.H}));
-    return block(xn, out.y);
-  };
-  SiteOut attn, ffn;
-  DI_RETURN_IF_ERROR(site(lw.attn_hc, lw.attn_norm, streams, nullptr, nullptr, attn,
-                          [&](const Tensor& x, Tensor& y) {
-                            DI_RETURN_IF_ERROR(attention_forward(be, local_, lw.attn, rope, x,
-                                                                 step, layer, y));
-                            return tensor_parallel_reduce(y);  // tensor parallel: sum heads
-                          }));
+Status DeepseekV4Model::layer_core(int layer, const StepBatch& step, LayerCarry& c, Tensor& o) {
+  return attention_core(*be_, local_, w_->layers[layer].attn, rope_of(layer), c.xn, step, layer,
+                        c.proj, o);
+}
+
+Status DeepseekV4Model::layer_last(int layer, Tensor& streams, const Tensor& positions,
+                                   std::span<const int32_t> tokens, const Tensor* hash_ids,
+                                   LayerCarry& c, Tensor& o) {
+  backend::Backend& be = *be_;
+  const Dims& d = dims_;
+  const LayerWeights& lw = w_->layers[layer];
+  const int64_t S = streams.dim(0);
+  DI_EMPTY(y_attn, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(attention_output(be, local_, lw.attn, rope_of(layer), positions, o, y_attn));
+  DI_RETURN_IF_ERROR(tensor_parallel_reduce(y_attn));  // tensor parallel: sum heads
+  // The MoE site: expanded [S, hc, H] = HC_expand(streams, attention), then HC_map(expanded).
+  DI_EMPTY(post, be, DType::kF32, {S, d.hc});
+  DI_EMPTY(comb, be, DType::kF32, {S, d.hc, d.hc});
+  DI_EMPTY(x, be, DType::kF32, {S, d.H});
   DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});  // streams after the attention site
-  DI_RETURN_IF_ERROR(site(lw.ffn_hc, lw.ffn_norm, streams, &attn, &streams_a, ffn,
-                          [&](const Tensor& x, Tensor& y) {
-                            DI_RETURN_IF_ERROR(moe_forward(
-                                be, local_, config_.scoring_func, lw.moe, x, step.tokens, y,
-                                ep_layers_.empty() ? nullptr : &ep_layers_[layer]));
-                            return tensor_parallel_reduce(y);  // tensor parallel: sum the MLP shards
-                          }));
-  return hc_expand(be, streams_a, ffn.y, ffn.post, ffn.comb, streams);
+  DI_RETURN_IF_ERROR(hc_expand_map(be, d, lw.ffn_hc, streams, y_attn, c.post, c.comb, streams_a,
+                                   post, comb, x));
+  DI_EMPTY(xn, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(be.rms_norm(x, &lw.ffn_norm, d.eps, xn));
+  DI_EMPTY(y, be, DType::kF32, {S, d.H});
+  DI_RETURN_IF_ERROR(moe_forward(be, local_, config_.scoring_func, lw.moe, xn, tokens, y,
+                                 ep_layers_.empty() ? nullptr : &ep_layers_[layer], hash_ids));
+  DI_RETURN_IF_ERROR(tensor_parallel_reduce(y));  // tensor parallel: sum the MLP shards
+  return hc_expand(be, streams_a, y, post, comb, streams);
+}
+
+Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step) {
+  LayerCarry c;
+  DI_RETURN_IF_ERROR(layer_first(layer, streams, step.positions, c));
+  DI_EMPTY(o, *be_, DType::kF32, {streams.dim(0), local_.nH, local_.D});
+  DI_RETURN_IF_ERROR(layer_core(layer, step, c, o));
+  return layer_last(layer, streams, step.positions, step.tokens, nullptr, c, o);
+}
+
+const RopeTable& DeepseekV4Model::rope_of(int layer) const {
+  return w_->layers[layer].attn.type == io::AttentionType::kSliding ? w_->rope_main
+                                                                     : w_->rope_compress;
 }
 
 }  // namespace deepinfer::model::v4

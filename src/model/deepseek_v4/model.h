@@ -6,9 +6,12 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <vector>
 
 #include "dist/expert_parallel_moe.h"
 #include "io/config.h"
+#include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/step.h"
 #include "model/deepseek_v4/weights.h"
@@ -44,6 +47,8 @@ class DeepseekV4Model final : public Model {
   StatusOr<Tensor> forward(std::span<const SequenceInput> batch) override;
 
   const Dims& dims() const { return dims_; }
+  // Decode steps run from captured CUDA graphs so far (replays; capture steps not counted).
+  uint64_t graph_replays() const { return graph_replays_; }
   // Tensor parallel: the group's size (1 without it). Code that needs the whole weights
   // (context parallel prefill) must refuse a model loaded with size > 1.
   int tensor_parallel_size() const { return tp_comm_ != nullptr ? tp_comm_->world_size() : 1; }
@@ -72,8 +77,41 @@ class DeepseekV4Model final : public Model {
                                                            const ContextParallelInput& in);
 
  private:
-  // One decoder layer over streams [S, hc, H] of the whole step (in place).
+  // One decoder layer over streams [S, hc, H] of the whole step (in place): layer_first,
+  // layer_core, layer_last (model.cpp; the decode graphs run them apart).
   Status decoder_layer(int layer, Tensor& streams, const StepBatch& step);
+  struct LayerCarry {  // what layer_first leaves for layer_core and layer_last
+    Tensor post, comb;  // the attention site's hc coefficients
+    Tensor xn;          // the attention input (rmsw(collapsed)); the indexer reads it too
+    AttentionProjections proj;
+  };
+  Status layer_first(int layer, const Tensor& streams, const Tensor& positions, LayerCarry& c);
+  Status layer_core(int layer, const StepBatch& step, LayerCarry& c, Tensor& o);
+  Status layer_last(int layer, Tensor& streams, const Tensor& positions,
+                    std::span<const int32_t> tokens, const Tensor* hash_ids, LayerCarry& c,
+                    Tensor& o);
+  const RopeTable& rope_of(int layer) const;
+
+  // Decode steps replayed as CUDA graphs (model.cpp forward_graphed): one set of captured
+  // segments per batch size S <= kMaxGraphBatch, at most kMaxGraphSets sets (least recently
+  // used evicted); sizes whose capture failed stay eager.
+  static constexpr int64_t kMaxGraphBatch = 128;
+  static constexpr size_t kMaxGraphSets = 8;
+  struct GraphSet {
+    int64_t S = 0;
+    bool captured = false;
+    uint64_t last_used = 0;
+    Tensor ids, positions, copies, picked, o;  // fixed inputs, written before each replay
+    std::vector<Tensor> hash_ids;              // [L]: defined on hash layers
+    std::vector<std::shared_ptr<backend::Backend::Graph>> graphs;  // [L + 1] segments
+    std::vector<LayerCarry> carry;                                 // [L]
+    Tensor streams, logits;
+  };
+  StatusOr<Tensor> forward_graphed(StepBatch& step);
+  std::vector<std::unique_ptr<GraphSet>> graph_sets_;
+  std::set<int64_t> graph_failed_;
+  uint64_t graph_clock_ = 0;
+  uint64_t graph_replays_ = 0;
 
   io::DeepseekV4Config config_;
   Dims dims_{};

@@ -21,9 +21,21 @@ Status expert(backend::Backend& be, const Dims& d, const Weight& gate_up /*[2I, 
 
 }  // namespace
 
+Status moe_hash_ids(const Dims& d, const MoeWeights& w, std::span<const int32_t> token_ids,
+                    std::vector<int32_t>& h) {
+  const int64_t S = static_cast<int64_t>(token_ids.size());
+  h.resize(S * d.k);
+  for (int64_t s = 0; s < S; ++s) {
+    const int32_t t = token_ids[s];
+    if (t < 0 || t >= d.V) return OutOfRange("moe: token id " + std::to_string(t) + " outside tid2eid");
+    for (int64_t j = 0; j < d.k; ++j) h[s * d.k + j] = w.tid2eid.data<int32_t>()[t * d.k + j];
+  }
+  return OkStatus();
+}
+
 Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc scoring,
                    const MoeWeights& w, const Tensor& x, std::span<const int32_t> token_ids,
-                   Tensor& y, const dist::ExpertParallelMoe* ep) {
+                   Tensor& y, const dist::ExpertParallelMoe* ep, const Tensor* hash_ids_in) {
   const int64_t S = x.dim(0);
   // Router.
   DI_ALLOC(logits, be, DType::kF32, {S, d.E});
@@ -36,13 +48,11 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
   rp.routed_scaling_factor = d.routed_scaling;
   rp.renormalize = true;
   Tensor hash_ids;  // [S, k] = tid2eid[token] (tid2eid lives on the host)
-  if (w.hash) {
-    std::vector<int32_t> h(S * d.k);
-    for (int64_t s = 0; s < S; ++s) {
-      const int32_t t = token_ids[s];
-      if (t < 0 || t >= d.V) return OutOfRange("moe: token id " + std::to_string(t) + " outside tid2eid");
-      for (int64_t j = 0; j < d.k; ++j) h[s * d.k + j] = w.tid2eid.data<int32_t>()[t * d.k + j];
-    }
+  if (w.hash && hash_ids_in != nullptr) {
+    hash_ids = *hash_ids_in;
+  } else if (w.hash) {
+    std::vector<int32_t> h;
+    DI_RETURN_IF_ERROR(moe_hash_ids(d, w, token_ids, h));
     DI_ASSIGN_OR_RETURN(hash_ids, to_backend_i32(be, h, {S, d.k}));
   }
   DI_ALLOC(expert_ids, be, DType::kI32, {S, d.k});
