@@ -115,8 +115,8 @@ struct CudaBackend::State {
   // by the graph being recorded) and the first call that needed the host is named here.
   bool graphs = true;
   bool capturing = false;
-  std::shared_ptr<TensorCache> capture_cache;
-  std::string capture_refused;
+  std::shared_ptr<TensorCache> capture_cache = nullptr;
+  std::string capture_refused = std::string();
 };
 
 // A captured decode segment: the executable graph and the cache its tensors came from (kept

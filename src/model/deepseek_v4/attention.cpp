@@ -81,20 +81,36 @@ Status attention_core(backend::Backend& be, const Dims& d, const AttentionWeight
   // go back to back for one indexer call.
   const size_t B = batch.seqs.size();
   std::vector<int64_t> entries(B, 0), window(B, 0), base(B + 1, 0), index_base(B + 1, 0);
+  // Decode-sized chunks join their compressors' tails through one copy_many for the step, and
+  // the windows they close are pooled together (compressor.h); longer chunks update in place.
+  CopyList tails;
+  std::vector<DeepseekV4State*> close_main, close_index;
+  for (size_t i = 0; i < B && compressed; ++i) {
+    const SeqSlice& sq = batch.seqs[i];
+    const int64_t r0 = sq.begin, r1 = sq.begin + sq.len;
+    bool closes = false;
+    DI_RETURN_IF_ERROR(compressor_update(be, d, *w.compressor, rope, ckv.rows(r0, r1),
+                                         cgate.rows(r0, r1), *sq.state, layer,
+                                         CompressorKind::kMain, &tails, &closes));
+    if (closes) close_main.push_back(sq.state);
+    if (csa) {
+      DI_RETURN_IF_ERROR(compressor_update(be, d, w.indexer->compressor, rope, ikv.rows(r0, r1),
+                                           igate.rows(r0, r1), *sq.state, layer,
+                                           CompressorKind::kIndexer, &tails, &closes));
+      if (closes) close_index.push_back(sq.state);
+    }
+  }
+  DI_RETURN_IF_ERROR(tails.flush(be));
+  if (compressed)
+    DI_RETURN_IF_ERROR(compressor_pool_tails(be, d, *w.compressor, rope, close_main, layer,
+                                             CompressorKind::kMain));
+  if (csa)
+    DI_RETURN_IF_ERROR(compressor_pool_tails(be, d, w.indexer->compressor, rope, close_index,
+                                             layer, CompressorKind::kIndexer));
   for (size_t i = 0; i < B; ++i) {
     const SeqSlice& sq = batch.seqs[i];
     DeepseekV4State& state = *sq.state;
-    const int64_t r0 = sq.begin, r1 = sq.begin + sq.len;
-    if (compressed) {
-      DI_RETURN_IF_ERROR(compressor_update(be, d, *w.compressor, rope, ckv.rows(r0, r1),
-                                           cgate.rows(r0, r1), state, layer,
-                                           CompressorKind::kMain));
-      entries[i] = state.num_entries(layer, CompressorKind::kMain);
-      if (csa)
-        DI_RETURN_IF_ERROR(compressor_update(be, d, w.indexer->compressor, rope,
-                                             ikv.rows(r0, r1), igate.rows(r0, r1), state, layer,
-                                             CompressorKind::kIndexer));
-    }
+    if (compressed) entries[i] = state.num_entries(layer, CompressorKind::kMain);
     index_base[i + 1] =
         index_base[i] + (csa ? state.num_entries(layer, CompressorKind::kIndexer) : 0);
     window[i] = state.window_rows(layer);

@@ -21,7 +21,8 @@ enum class CompressorKind { kMain = 0, kIndexer = 1 };
 // Fixed-size per-sequence compressor bookkeeping (§6.1), in the backend's memory. The compressor
 // allocates the tensors on first use.
 struct CompressorTail {
-  int64_t rows = 0;                  // raw rows of the open window (< m)
+  int64_t rows = 0;                  // raw rows of the open window (< m between steps; m only
+                                     // from a decode update until compressor_pool_tails)
   Tensor kv, gate;                   // [m, coff·d]; rows [0, rows) hold x·kv_projᵀ, x·gate_projᵀ
   bool has_overlap = false;          // CSA: a closed window exists
   Tensor overlap_kv, overlap_gate;   // [m, d] a-halves; gate with position bias added
