@@ -117,14 +117,40 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     // 2 = session 7, 3 = session 7 compiled for 12 warps per SM, 4 = session 8 (v3, 12 warps
     // per SM), 5 = session 8 at 16 warps per SM).
     namespace kn = cuda::kernels;
-    for (int v : {0, kn::kExpertsMmaV1, kn::kExpertsMmaV2, kn::kExpertsMmaV2Regs, kn::kExpertsMmaV3,
-                  kn::kExpertsMmaV3w16}) {
-      const char* name = v == 0                      ? "experts gemv v2 fp4 "
-                         : v == kn::kExpertsMmaV1    ? "experts mma s6 fp4 "
-                         : v == kn::kExpertsMmaV2    ? "experts mma s7 fp4 "
-                         : v == kn::kExpertsMmaV2Regs ? "experts mma s7-12w fp4 "
-                         : v == kn::kExpertsMmaV3    ? "experts mma s8 fp4 "
-                                                     : "experts mma s8-16w fp4 ";
+    // Session 10: experts_mma_x.cuh's kernels by geometry (rows per warp item, warps per SM; the
+    // DEEPINFER_EXPERTS_KERNEL value that selects one for every slot count in brackets): variants
+    // 6 "x 16r-12w" [x2], 7 "x 32r-8w" [x3], 8 "x 64r-8w" [x4]; "x 16r-12w memonly" / "x 32r-8w
+    // memonly": the weight stream of 6 / 7 alone (experts_mma_memonly: no compute, no outputs —
+    // the access pattern's own speed). And the two per-slot-count picks side by side: "pick auto"
+    // (what the model ran before session 10: session 7's 12-warp kernel up to 8 slots, session
+    // 6's above) and "pick x1" (experts_mma_pick_x).
+    constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4;
+    struct Variant {
+      int v;
+      const char* name;
+    };
+    static const Variant variants[] = {
+        {0, "experts gemv v2 fp4 "},
+        {kn::kExpertsMmaV1, "experts mma s6 fp4 "},
+        {kn::kExpertsMmaV2, "experts mma s7 fp4 "},
+        {kn::kExpertsMmaV2Regs, "experts mma s7-12w fp4 "},
+        {kn::kExpertsMmaV3, "experts mma s8 fp4 "},
+        {kn::kExpertsMmaV3w16, "experts mma s8-16w fp4 "},
+        {kn::kExpertsMmaX16, "experts mma x 16r-12w fp4 "},
+        {kn::kExpertsMmaX32, "experts mma x 32r-8w fp4 "},
+        {kn::kExpertsMmaX64, "experts mma x 64r-8w fp4 "},
+        {kMem16, "experts mma x 16r-12w memonly fp4 "},
+        {kMem32, "experts mma x 32r-8w memonly fp4 "},
+        {kPickAuto, "experts mma pick auto fp4 "},
+        {kPickX1, "experts mma pick x1 fp4 "},
+    };
+    for (const Variant& var : variants) {
+      const char* name = var.name;
+      // The picks resolve to a kernel variant for this slot count and projection.
+      const int v = var.v == kPickAuto ? (slots <= 8 ? kn::kExpertsMmaV2Regs : kn::kExpertsMmaV1)
+                    : var.v == kPickX1 ? kn::experts_mma_pick_x(slots, pr.K)
+                    : var.v < 0        ? kn::kExpertsMmaX16  // memonly rows: their own call below
+                                       : var.v;
       const std::string op = std::string(name) + pr.name;
       if (!only.empty() && op.find(only) == std::string::npos) continue;
       const bool ok = v == 0 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
@@ -134,7 +160,10 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         continue;
       }
       auto call = [&]() -> Status {
-        if (v == 0) {
+        if (var.v == kMem16 || var.v == kMem32) {
+          cuda::kernels::experts_mma_memonly(var.v == kMem16 ? 1 : 2, perm8, perm8 + slots, perm8 + slots + E + 1,
+                                             slots, E, pr.w, pr.w + E, pr.N, pr.K, pr.out, ctx.stream(), t8);
+        } else if (v == 0) {
           cuda::kernels::gemv_experts_v2(pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
                                          false, pr.N, pr.K, 1, 32, pr.out, ctx.stream());
         } else if (v == cuda::kernels::kExpertsMmaV1) {
@@ -149,7 +178,8 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
       };
       ctx.measure(phase, op, shape, bytes, flops, call);
       // The same after a read-only flush (session 8) for the tensor-core variants of interest.
-      if (v == kn::kExpertsMmaV1 || v == kn::kExpertsMmaV2Regs || v == kn::kExpertsMmaV3 || v == kn::kExpertsMmaV3w16)
+      if (v == kn::kExpertsMmaV1 || v == kn::kExpertsMmaV2Regs || v == kn::kExpertsMmaV3 || v >= kn::kExpertsMmaX16 ||
+          var.v < 0)
         DI_RETURN_IF_ERROR(measure_clean(ctx, phase, op, shape, bytes, flops, flush, sink, call));
     }
   }

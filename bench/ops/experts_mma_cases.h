@@ -7,6 +7,9 @@
 // table's "% of copy" column is against the copy ceiling measured in the same run. Session 8: the
 // s6, s7-12w, s8 and s8-16w rows are measured a second time as "<op> clean-l2", after a read-only
 // L2 flush instead of the memset (whose dirty lines' write-back competes with a batch-1 kernel).
+// Session 10: "x <rows>r-<warps>w" = experts_mma_x.cuh's variants 6..8, "... memonly" their weight
+// stream alone, "pick auto" / "pick x1" = the variant the model ran before session 10 / runs under
+// DEEPINFER_EXPERTS_KERNEL=x1 for that slot count and projection; each also as "<op> clean-l2".
 #pragma once
 
 #include <cstdint>

@@ -1052,8 +1052,8 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // slot count even under --batch-invariant): at most 8 slots (batch 1) the session-7 variant
     // built for 12 warps per SM (H200 bench_ops, batch 1: gate_up 42.8 vs 45.8 µs, down 25.3 vs
     // 29.8), else session 6's (faster from batch 16 on).
-    // Session 8 (DEEPINFER_EXPERTS_KERNEL, env().experts_kernel): "auto" = session 7's choice
-    // (below); "c" = per projection the kernel bench_ops measured fastest on the H200 (session 8
+    // Session 8 (DEEPINFER_EXPERTS_KERNEL, env().experts_kernel; session 10: "auto" = "x1",
+    // experts_mma_pick_x, below): "c" = per projection the kernel bench_ops measured fastest on the H200 (session 8
     // mid run): v3 (experts_mma_v3.cuh, 12 warps per SM) for gate_up up to 128 slots and for down
     // from 9 to 128 slots (batch 1 gate_up 39.5 vs 42.4 µs; batch 16 gate_up 328.7 vs 350.7, down
     // 177.6 vs 202.0), session 7's 12-warp kernel for down at <= 8 slots (25.4 vs 26.4), session
@@ -1074,9 +1074,10 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
         if (slots > 128) return kernels::kExpertsMmaV1;
         return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
       }
-      // auto = session 7's choice: inside the model v3 made the batch-16 step slower (bench_model,
-      // session 8 final runs: 5.45 ms with c, 5.03 with s7; batch 1 1.44 vs 1.47, within noise).
-      return slots <= 8 ? kernels::kExpertsMmaV2Regs : kernels::kExpertsMmaDefault;
+      // auto = x1 since session 10 (bench_model, checkpoint 2, ms/step at batch 1 / 8 / 16: x1
+      // 1.24 / 2.56 / 4.09 vs 1.31 / 2.67-2.69 / 4.13-4.22 with session 7's choice, which "s7"
+      // keeps; --batch-invariant batch 1 / 16: 1.77 / 4.22 vs 1.85 / 4.27). Same bits.
+      return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
     };
     const int variant_g = pick_variant(true), variant_d = pick_variant(false);
     const bool tiles8 =
@@ -1114,8 +1115,12 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       }
       return launched("moe_experts");
     };
-    // gu and slot_out zero-filled: the rows of a slot with a bad expert id stay zero.
-    DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
+    // slot_out zero-filled: the rows of a slot with a bad expert id stay zero. gu needs no fill
+    // (session 10: one memset fewer per layer): the rows of such a slot (the only ones no
+    // projection writes) go through swiglu into act rows that neither the down projection (it
+    // reads grouped slots' rows only; the x split's row exponent is per row) nor combine_slots
+    // (it reads slot_out) uses.
+    DI_ASSIGN_OR_RETURN(Tensor gu, empty(DType::kF32, {slots, 2 * I}));
     DI_RETURN_IF_ERROR(project(g, mma_g, variant_g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
@@ -1170,6 +1175,13 @@ Status CudaBackend::rms_norm_rope(const Tensor& x, const Tensor* weight, float e
   if (weight) DI_RETURN_IF_ERROR(check_tensor(op, "weight", *weight, DType::kF32, {d.D}));
   kernels::rms_norm_rope(x.data<float>(), weight ? weight->data<float>() : nullptr,
                          positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
+      // Session 10 (experts_mma_x.cuh, same bits): x1 = per projection and slot count the kernel
+      // that measured fastest (experts_mma_pick_x); x2 / x3 / x4 = 16- / 32- / 64-row items for
+      // every slot count (bench_ops --mma-batch compares them).
+      if (experts_kernel == "x1") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
+      if (experts_kernel == "x2") return kernels::kExpertsMmaX16;
+      if (experts_kernel == "x3") return kernels::kExpertsMmaX32;
+      if (experts_kernel == "x4") return kernels::kExpertsMmaX64;
                          d.half, eps, style == backend::RopeStyle::kInterleavedTrailing, mscale,
                          out.data<float>(), stream());
   return launched(op);

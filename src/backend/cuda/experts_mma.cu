@@ -8,6 +8,7 @@
 #include "backend/cuda/experts_mma.cuh"
 #include "backend/cuda/experts_mma_v2.cuh"
 #include "backend/cuda/experts_mma_v3.cuh"
+#include "backend/cuda/experts_mma_x.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
@@ -84,7 +85,94 @@ void launch_v3(const emma::Args& a, cudaStream_t s) {
   pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emma3::kThreads), smem, s, kProductPdl, a);
 }
 
+// The carveout preference (percent of sm_90's 228 KB) of the smallest shared-memory configuration
+// of the SM (0, 8, 16, 32, 64, 100, 132, 164, 196, 228 KB) that holds `bytes` (the CTAs' dynamic
+// shared memory + 1 KB reserved per CTA), rounded down to a whole percent: the rest of the 256 KB
+// stays L1.
+constexpr int carveout_percent(int bytes) {
+  constexpr int kCfgKb[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
+  int kb = 228;
+  for (int c : kCfgKb)
+    if (c * 1024 >= bytes) {
+      kb = c;
+      break;
+    }
+  return (100 * kb) / 228;  // just below the configuration: the driver rounds up to it
+}
+
+// Variants 6..8 (experts_mma_x.cuh): items of kMT m-tiles, kStages-deep rings, kMinBlocks CTAs
+// per SM; the carveout asks for the shared memory of kMinBlocks CTAs only (the rest stays L1).
+template <int kMT, int kStages, int kMinBlocks, bool kCoop, int kF>
+void launch_x(const emma::Args& a, cudaStream_t s) {
+  static std::atomic<uint64_t> attr_set{0};
+  static std::atomic<int> per_sm_cache[64] = {};
+  auto* kernel = emmx::experts_mma_x_kernel<kMT, kStages, kMinBlocks, kCoop, kF>;
+  constexpr int smem = emmx::smem_bytes(kMT, kStages, kCoop);
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if ((attr_set.load(std::memory_order_relaxed) & bit) == 0) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         carveout_percent(kMinBlocks * (smem + 1024)));
+    cudaGetLastError();
+    attr_set.fetch_or(bit, std::memory_order_relaxed);
+  }
+  int per_sm = per_sm_cache[dev & 63].load(std::memory_order_relaxed);
+  if (per_sm <= 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, emmx::kThreads, smem) != cudaSuccess ||
+        per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 1;
+    }
+    per_sm_cache[dev & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
+  pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emmx::kThreads), smem, s, kProductPdl, a);
+}
+
+// The Args of a product launch but the x planes' fields (planes, row_exp, plane, x_div): rows =
+// the rows of a warp item (work unit), tile_rows as experts_mma's (≤ 0 or ≥ slots: one tile per
+// expert).
+emma::Args weight_args(const int32_t* perm, const int32_t* row_off, const int32_t* act_off, int64_t slots,
+                       int64_t num_experts, const void* const* w_table, const void* const* s_table, int64_t N,
+                       int64_t K, int rows, float* out, int64_t tile_rows) {
+  emma::Args a;
+  a.perm = perm;
+  a.row_off = row_off;
+  a.act_off = act_off;
+  a.num_experts = static_cast<int32_t>(num_experts);
+  a.w_table = w_table;
+  a.s_table = s_table;
+  a.N = static_cast<int32_t>(N);
+  a.K = static_cast<int32_t>(K);
+  a.scale_cols = static_cast<int32_t>(K / 32);
+  a.groups = static_cast<int32_t>(N / rows);
+  a.chunks = static_cast<int32_t>(K / emma::kChunkK);
+  a.out = out;
+  a.tile_rows = static_cast<int32_t>(tile_rows > 0 && tile_rows < slots ? tile_rows : (slots > 0 ? slots : 1));
+  return a;
+}
+
 }  // namespace
+
+void experts_mma_memonly(int memonly, const int32_t* perm, const int32_t* row_off, const int32_t* act_off,
+                         int64_t slots, int64_t num_experts, const void* const* w_table,
+                         const void* const* s_table, int64_t N, int64_t K, float* out, cudaStream_t s,
+                         int64_t tile_rows) {
+  if (slots == 0 || N == 0 || num_experts == 0) return;
+  // Both builds count 16-row units (variant 7 balances its ranges in them).
+  const emma::Args a = weight_args(perm, row_off, act_off, slots, num_experts, w_table, s_table, N, K, 16, out,
+                                   tile_rows);
+  if (memonly == 2) launch_x<2, 4, 2, true, emmx::kBalanced | emmx::kMemOnly>(a, s);
+  else launch_x<1, 3, 3, false, emmx::kMemOnly>(a, s);
+}
+
+int experts_mma_pick_x(int64_t slots, int64_t K) {
+  if (slots > 128) return kExpertsMmaV1;  // batch 32+ and the --batch-invariant prefill: session 6's
+  if (K <= 2048 || slots <= 40) return kExpertsMmaX16;
+  return slots <= 64 ? kExpertsMmaX64 : kExpertsMmaX32;
+}
 
 bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
                            bool w_vec, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols) {
@@ -110,28 +198,16 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
   emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
                                                                     x_rows * K, row_exp);
-  if (variant != kExpertsMmaV1 && variant != kExpertsMmaV2 && variant != kExpertsMmaV2Regs &&
-      variant != kExpertsMmaV3 && variant != kExpertsMmaV3w16)
-    variant = kExpertsMmaDefault;
-  const int rows = variant == kExpertsMmaV1 ? emma::kRows : emma2::kRows;  // rows of a warp item
-  emma::Args a;
+  if (variant < kExpertsMmaV1 || variant > kExpertsMmaLast) variant = kExpertsMmaDefault;
+  if (variant == kExpertsMmaX64 && N % 64 != 0) variant = kExpertsMmaX32;  // 64-row items need N % 64
+  // Rows of a warp item (of a work unit: variant 7 cuts the warps' ranges in 16-row units).
+  const int rows = variant == kExpertsMmaV1 ? 32 : variant == kExpertsMmaX64 ? 64 : 16;
+  emma::Args a = weight_args(perm, row_off, act_off, slots, num_experts, w_table, s_table, N, K, rows, out,
+                             tile_rows);
   a.planes = planes;
   a.row_exp = row_exp;
   a.plane = x_rows * K;
   a.x_div = static_cast<int32_t>(x_div);
-  a.perm = perm;
-  a.row_off = row_off;
-  a.act_off = act_off;
-  a.num_experts = static_cast<int32_t>(num_experts);
-  a.w_table = w_table;
-  a.s_table = s_table;
-  a.N = static_cast<int32_t>(N);
-  a.K = static_cast<int32_t>(K);
-  a.scale_cols = static_cast<int32_t>(K / 32);
-  a.groups = static_cast<int32_t>(N / rows);
-  a.chunks = static_cast<int32_t>(K / emma::kChunkK);
-  a.out = out;
-  a.tile_rows = static_cast<int32_t>(tile_rows > 0 && tile_rows < slots ? tile_rows : (slots > 0 ? slots : 1));
   if (variant == kExpertsMmaV2) {
     launch_v2<4>(a, s);
     return;
@@ -146,6 +222,18 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   }
   if (variant == kExpertsMmaV3w16) {
     launch_v3<6, 4>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaX16) {
+    launch_x<1, 3, 3, false, 0>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaX32) {
+    launch_x<2, 4, 2, true, emmx::kBalanced>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaX64) {
+    launch_x<4, 2, 2, true, 0>(a, s);
     return;
   }
   static std::atomic<uint64_t> attr_set{0};

@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/x_planes.cuh"
 
 namespace deepinfer::cuda::kernels::emma {
 
@@ -51,7 +52,7 @@ constexpr int kWStage = kRows * kRowBytes;  // 4096 B of weights per stage
 constexpr int kSStage = kRows * 8;          // 256 B: 8 ue8m0 scales per row per stage
 constexpr int kWarpSmem = kStages * (kWStage + kSStage);
 constexpr int kSmem = kWarps * kWarpSmem;   // 87,040 B: two CTAs per SM
-constexpr int kPlanes = 3;
+constexpr int kPlanes = xplanes::kPlanes;
 constexpr int kMaxNT = 4;                    // n-tiles (2 tokens each) per pass over the weights
 constexpr int kPassTokens = 2 * kMaxNT;      // 8 tokens per pass
 
@@ -89,43 +90,16 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   pdl::launch_dependents();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * K;
-  float m = 0.f;
-  int bad = 0;
-  for (int k = threadIdx.x; k < K; k += 256) {
-    const float a = fabsf(xr[k]);
-    if (a <= 3.402823466e38f) m = fmaxf(m, a);
-    else bad = 1;  // inf or NaN
-  }
-  bad = __syncthreads_or(bad);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  m = red[0];
-#pragma unroll
-  for (int w = 1; w < 8; ++w) m = fmaxf(m, red[w]);
-  // max|x| ∈ [2^(ex−1), 2^ex) → max|x| · 2^c ∈ [2^14, 2^15) (f16 normal range, no overflow).
-  int c = 0;
-  if (!bad && m > 0.f) {
-    int ex = 0;
-    frexpf(m, &ex);
-    c = 15 - ex;
-  }
+  // max|x| ∈ [2^(ex−1), 2^ex) → max|x| · 2^c ∈ [2^14, 2^15) (f16 normal range, no overflow);
+  // x_planes.cuh (session 10: shared with skinny_split.cuh).
+  const int c = xplanes::row_exponent256(xr, K, red);
   if (threadIdx.x == 0) row_exp[r] = c;
   for (int g8 = threadIdx.x; g8 < K / 8; g8 += 256) {
     uint16_t h[kPlanes][8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float v = ldexpf(xr[8 * g8 + j], c);  // exact (a power of two, in range)
-      const __half h0 = __float2half_rn(v);
-      const float r1 = v - __half2float(h0);      // exact
-      const __half h1 = __float2half_rn(r1);
-      const float r2 = r1 - __half2float(h1);     // exact
-      const __half h2 = __float2half_rn(r2);
       const int q = perm8_pos(j);
-      h[0][q] = __half_as_ushort(h0);
-      h[1][q] = __half_as_ushort(h1);
-      h[2][q] = __half_as_ushort(h2);
+      xplanes::split3<false>(xr[8 * g8 + j], c, h[0][q], h[1][q], h[2][q]);
     }
 #pragma unroll
     for (int p = 0; p < kPlanes; ++p) {

@@ -41,9 +41,39 @@ constexpr int kExpertsMmaDefault = kExpertsMmaV1;
 constexpr int kExpertsMmaV3 = 4;
 constexpr int kExpertsMmaV3w16 = 5;
 
+// Session 10 (experts_mma_x.cuh): v3 generalised to warp items of kMT m-tiles (16·kMT rows that
+// share each B fragment: kMT times fewer x-plane loads per weight byte), rings sized to leave L1
+// room for the x planes (the carveout just holds the residency): 6 = 16-row items, 12 warps per
+// SM, 3-stage rings, per-lane scale decode (DEEPINFER_EXPERTS_KERNEL=x2); 7 = 32-row items, 8
+// warps, 4-stage rings, scales decoded once per warp, warp ranges balanced in 16-row units (x3);
+// 8 = 64-row items, 8 warps, 2-stage rings, scales once per warp (x4; N % 64 == 0, else 7). Same
+// bits as 1–5.
+constexpr int kExpertsMmaX16 = 6;
+constexpr int kExpertsMmaX32 = 7;
+constexpr int kExpertsMmaX64 = 8;
+constexpr int kExpertsMmaLast = kExpertsMmaX64;
+
+// DEEPINFER_EXPERTS_KERNEL=x1: per projection and slot count the variant that measured fastest on
+// the H200 (session 10 checkpoint 2, bench_ops --mma-batch 1,8,16,32, µs with a clean L2, against
+// today's auto pick): K ≤ 2048 (down-like) variant 6 (batch 1 / 8 / 16: 20.0 / 82.7 / 175.8 vs
+// 23.2 / 108.8 / 219.5); K > 2048 (gate_up-like: 24 KB of x planes per token) variant 6 up to 40
+// slots (batch 1: 29.8 vs 39.4), 8 from 41 to 64 (batch 8: 158.7 vs 192.2; with fewer slots its
+// 64-row items leave warps idle), 7 up to 128 (batch 16: 377.7 vs 374.9); above 128 slots
+// (--batch-invariant prefill, batch 32 on) session 6's kernel for both projections, as auto
+// (batch 32 gate_up 619.6 vs 629.4 for 7). All the same bits.
+int experts_mma_pick_x(int64_t slots, int64_t K);
+
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
 // better balance when experts have many tokens); the bits do not depend on the tiling.
 constexpr int kExpertsMmaTileRows = 8;
+
+// Bench only (bench_ops --mma-batch, session 10): the weight stream of variant 6 (memonly = 1)
+// or 7 (2) alone — the same grid, items, copies and rings, no compute, no outputs (out[0] may be
+// written): the speed of the access pattern itself. Same arguments as experts_mma (no x split).
+void experts_mma_memonly(int memonly, const int32_t* perm, const int32_t* row_off, const int32_t* act_off,
+                         int64_t slots, int64_t num_experts, const void* const* w_table,
+                         const void* const* s_table, int64_t N, int64_t K, float* out, cudaStream_t s,
+                         int64_t tile_rows);
 
 // One projection. x [x_rows, K] fp32 (any alignment; slot i reads row i / x_div); perm/row_off/
 // act_off from moe_group(ids, slots, E, tile_rows, ...) with tile_rows = kExpertsMmaTileRows or

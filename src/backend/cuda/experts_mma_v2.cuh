@@ -214,32 +214,49 @@ __device__ __forceinline__ void compute_stage_any(const uint8_t* sw, const uint8
     compute_stage<NT, false>(sw, ss, ps, kc, lane, acc);
 }
 
+// The output this lane writes for n-tile nt of cursor c's pass (t = lane % 4 < 2: token 2·nt + t
+// of the pass): its offset slot · N (-1: none) and 14 − c of its x row.
+__device__ __forceinline__ void pass_output(const Args& p, const Cursor& c, int nt, int lane,
+                                            int64_t& out_off, int& out_exp) {
+  const int t = lane & 3;
+  const int base = c.pass * kPassTokens;
+  const int cnt = min(kPassTokens, c.m - base);
+  const int to = 2 * nt + t;  // output token of this lane (t < 2)
+  out_off = -1;
+  out_exp = 0;
+  if (t < 2 && to < cnt) {
+    const int slot = __ldg(p.perm + c.pos0 + base + to);
+    out_off = static_cast<int64_t>(slot) * p.N;
+    out_exp = 14 - __ldg(p.row_exp + slot / p.x_div);
+  }
+}
+
+// One m-tile × n-tile of a pass: sums each token's plane columns ((h2 + h1) + h0), scales by
+// 2^(14 − c), writes rows row0 + g and row0 + g + 8 (all lanes take part in the shuffles).
+__device__ __forceinline__ void finish_tile(const Args& p, int64_t out_off, int out_exp, int row0, int lane,
+                                            const float (&a4)[4]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float v0 = a4[2 * h], v1 = a4[2 * h + 1];            // cols 2t, 2t+1
+    const float a = __shfl_down_sync(0xffffffffu, v0, 1);     // col 2t+2
+    const float b = __shfl_down_sync(0xffffffffu, v1, 1);     // col 2t+3
+    const float sum = t == 0 ? (a + v1) + v0 : (b + a) + v1;  // t = 0: cols 0-2; t = 1: cols 3-5
+    if (out_off >= 0) p.out[out_off + row0 + g + 8 * h] = scalbnf(sum, out_exp);
+  }
+}
+
 // Sums the plane columns of each token ((h2 + h1) + h0), scales by 2^(14 − c), writes: the
 // operations of emma::finish_pass for one m-tile.
 template <int NT>
 __device__ __forceinline__ void finish_pass(const Args& p, const Cursor& c, int lane,
                                             const float (&acc)[kMaxNT][4]) {
-  const int g = lane >> 2, t = lane & 3;
-  const int base = c.pass * kPassTokens;
-  const int cnt = min(kPassTokens, c.m - base);
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    const int to = 2 * nt + t;  // output token of this lane (t < 2)
-    int64_t out_off = -1;
-    int out_exp = 0;
-    if (t < 2 && to < cnt) {
-      const int slot = __ldg(p.perm + c.pos0 + base + to);
-      out_off = static_cast<int64_t>(slot) * p.N;
-      out_exp = 14 - __ldg(p.row_exp + slot / p.x_div);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float v0 = acc[nt][2 * h], v1 = acc[nt][2 * h + 1];  // cols 2t, 2t+1
-      const float a = __shfl_down_sync(0xffffffffu, v0, 1);     // col 2t+2
-      const float b = __shfl_down_sync(0xffffffffu, v1, 1);     // col 2t+3
-      const float sum = t == 0 ? (a + v1) + v0 : (b + a) + v1;  // t = 0: cols 0-2; t = 1: cols 3-5
-      if (out_off >= 0) p.out[out_off + c.n0 + g + 8 * h] = scalbnf(sum, out_exp);
-    }
+    int64_t out_off;
+    int out_exp;
+    pass_output(p, c, nt, lane, out_off, out_exp);
+    finish_tile(p, out_off, out_exp, c.n0, lane, acc[nt]);
   }
 }
 

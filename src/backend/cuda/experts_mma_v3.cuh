@@ -62,12 +62,12 @@ constexpr int window() { return NT == 1 ? 8 : NT == 2 ? 4 : 1; }
 
 // Item → (expert, tile rows) as emma2::set_item16, with the expert found by a forward scan from
 // `e` (a lower bound: the previous item's expert, or 0).
-__device__ __forceinline__ void set_item(const Args& p, int item, int e, Cursor& c) {
+// Tile d (of item `item`) → c's expert, tokens and passes (e: a lower bound of the expert, scanned
+// forward); c.n0 is the caller's.
+__device__ __forceinline__ void set_tile(const Args& p, int item, int d, int e, Cursor& c) {
   c.item = item;
-  const int d = item / p.groups;
   while (__ldg(p.act_off + e + 1) <= d) ++e;  // the last e with act_off[e] <= d holds tile d
   c.e = e;
-  c.n0 = (item - d * p.groups) * kRows;
   const int j = d - __ldg(p.act_off + e);
   const int start = __ldg(p.row_off + e);
   const int done = j * p.tile_rows;
@@ -76,6 +76,12 @@ __device__ __forceinline__ void set_item(const Args& p, int item, int e, Cursor&
   c.passes = (c.m + kPassTokens - 1) / kPassTokens;
   c.pass = 0;
   c.kc = 0;
+}
+
+__device__ __forceinline__ void set_item(const Args& p, int item, int e, Cursor& c) {
+  const int d = item / p.groups;
+  set_tile(p, item, d, e, c);
+  c.n0 = (item - d * p.groups) * kRows;
 }
 
 // The producer: its cursor and this lane's copy sources for the current stage.
@@ -99,16 +105,39 @@ __device__ __forceinline__ void producer_item(const Args& p, int item, int e, in
   pr.s_aligned = (reinterpret_cast<uintptr_t>(pr.s0) & 7) == 0;  // scale_cols % 8 == 0 (K % 256)
 }
 
-__device__ __forceinline__ void producer_advance(const Args& p, int end, int lane, Producer& pr) {
+// The producer's next stage of its item (and pass); true when the item is done (all its passes).
+template <typename P>
+__device__ __forceinline__ bool producer_next_stage(const Args& p, P& pr) {
   pr.w += kRowBytes;
   pr.s += 8;
-  if (++pr.c.kc < p.chunks) return;
+  if (++pr.c.kc < p.chunks) return false;
   pr.c.kc = 0;
   pr.w = pr.w0;
   pr.s = pr.s0;
-  if (++pr.c.pass < pr.c.passes) return;
+  return ++pr.c.pass >= pr.c.passes;
+}
+
+__device__ __forceinline__ void producer_advance(const Args& p, int end, int lane, Producer& pr) {
+  if (!producer_next_stage(p, pr)) return;
   if (pr.c.item + 1 < end) producer_item(p, pr.c.item + 1, pr.c.e, lane, pr);
   else pr.c.item = end;
+}
+
+// 8 scale bytes of a row: a cp.async when the source is 8-byte aligned, else plain loads and a
+// shared store (slow, correct).
+__device__ __forceinline__ void copy_scales8(const uint8_t* src, uint8_t* dst, bool aligned) {
+  if (aligned) {
+    emma::cp_async8(emma::smem_u32(dst), src);
+    return;
+  }
+  uint2 v{0, 0};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t b = __ldg(src + j);
+    if (j < 4) v.x |= b << (8 * j);
+    else v.y |= b << (8 * (j - 4));
+  }
+  *reinterpret_cast<uint2*>(dst) = v;
 }
 
 // The stage's cp.async copies: this lane's 4 × 16 B of weights (dst: the slot + its swizzled
@@ -120,20 +149,7 @@ __device__ __forceinline__ void issue_stage(const Producer& pr, uint32_t w_slot,
                                             const uint32_t (&dst)[4], int lane) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) emma::cp_async16(w_slot + dst[j], pr.w + 32 * j);
-  if (lane < kRows) {
-    if (pr.s_aligned) {
-      emma::cp_async8(emma::smem_u32(s_slot + lane * 8), pr.s);
-    } else {
-      uint2 v{0, 0};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t b = __ldg(pr.s + j);
-        if (j < 4) v.x |= b << (8 * j);
-        else v.y |= b << (8 * (j - 4));
-      }
-      *reinterpret_cast<uint2*>(s_slot + lane * 8) = v;
-    }
-  }
+  if (lane < kRows) copy_scales8(pr.s, s_slot + lane * 8, pr.s_aligned);
 }
 
 // emma::decode_e2m1x8 with one instruction fewer (the same four f16x2 words for every u, checked
@@ -229,6 +245,42 @@ __device__ __forceinline__ void compute_stage(uint32_t w_slot, const uint8_t* ss
   }
 }
 
+// This lane's constant offsets in a 16-row × 128 B weight slot: its 4 cp.async destinations
+// (row lane / 2, 32-byte sector j, half lane % 2; 16-byte unit u of row r stored at u ^ (r & 7))
+// and its ldmatrix addresses of blocks 2i, 2i + 1 (matrix q = lane / 8: rows +8 for q odd, unit +1
+// for q ≥ 2).
+__device__ __forceinline__ void ring_offsets(int lane, uint32_t (&dst)[4], uint32_t (&ldm)[4]) {
+  const int row = lane >> 1, h = lane & 1;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) dst[j] = row * kRowBytes + (((2 * j + h) ^ (row & 7)) << 4);
+  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int lunit = lane >> 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) ldm[i] = lrow * kRowBytes + (((2 * i + lunit) ^ (lrow & 7)) << 4);
+}
+
+// Warp `warp` of this CTA (warps_per_cta per CTA): its range [i0, i1) of the T = active tiles ×
+// Args::groups items, [T·w / W, T·(w+1) / W) of the grid's W warps.
+__device__ __forceinline__ void warp_range(const Args& p, int warps_per_cta, int warp, int& i0, int& i1) {
+  const int n_active = __ldg(p.act_off + p.num_experts);
+  const int64_t T = static_cast<int64_t>(n_active) * p.groups;
+  const int64_t W = static_cast<int64_t>(gridDim.x) * warps_per_cta;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * warps_per_cta + warp;
+  i0 = static_cast<int>(T * w / W);
+  i1 = static_cast<int>(T * (w + 1) / W);
+}
+
+// The expert holding tile d: the last e with act_off[e] <= d (binary search).
+__device__ __forceinline__ int first_expert(const Args& p, int d) {
+  int lo = 0, hi = p.num_experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (__ldg(p.act_off + mid) <= d) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 // The ring's state in a warp: the producer, the next slots to fill / consume, this lane's
 // constant smem offsets.
 struct Ring {
@@ -284,11 +336,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_v3_kernel(co
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Routing (moe_group's output) was complete before the split kernel started (an ordinary
   // launch), so it may be read before the wait, as session 7 does.
-  const int n_active = __ldg(p.act_off + p.num_experts);
-  const int64_t T = static_cast<int64_t>(n_active) * p.groups;
-  const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int i0 = static_cast<int>(T * w / W), i1 = static_cast<int>(T * (w + 1) / W);
+  int i0, i1;
+  warp_range(p, kWarps, warp, i0, i1);
   if (i0 >= i1) {  // warp-uniform; nothing below synchronises more than the warp
     pdl::wait();
     return;
@@ -297,26 +346,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_v3_kernel(co
   uint8_t* mine = smem + warp * kStages * kStageBytes;
   r.w_base = emma::smem_u32(mine);        // [kStages][kWStage]
   r.s_base = mine + kStages * kWStage;    // [kStages][kSStage]
-  {
-    const int row = lane >> 1, h = lane & 1;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) r.dst[j] = row * kRowBytes + (((2 * j + h) ^ (row & 7)) << 4);
-    // ldmatrix row of this lane: matrix q = lane / 8 → rows +8 for q odd, unit +1 for q ≥ 2.
-    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
-    const int lunit = lane >> 4;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) r.ldm[i] = lrow * kRowBytes + (((2 * i + lunit) ^ (lrow & 7)) << 4);
-  }
-  {  // the first expert: binary search (later items scan forward)
-    const int d = i0 / p.groups;
-    int lo = 0, hi = p.num_experts - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (__ldg(p.act_off + mid) <= d) lo = mid;
-      else hi = mid - 1;
-    }
-    producer_item(p, i0, lo, lane, r.pr);
-  }
+  ring_offsets(lane, r.dst, r.ldm);
+  producer_item(p, i0, first_expert(p, i0 / p.groups), lane, r.pr);  // later items scan forward
   Cursor cc = r.pr.c;
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
