@@ -7,6 +7,7 @@
 // "matmul cuBLAS" (the default mode).
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/gemv.h"
@@ -70,6 +71,83 @@ Status matmul_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std:
   return OkStatus();
 }
 
+// Session 10: linear_multi's sets under --batch-invariant — "wa2 multi <set>" (one wa2 launch
+// for the set as DEEPINFER_SMALL_LINEAR=x2 makes it: cp.async slots, split sums in the kernel at
+// M = 1) and "wa2 multi tma <set>" (TMA slots) vs "wa2 ref w multi <set>" (one linear_tc_wa call
+// per weight, each with its split and reduce launch: the current path).
+// Bytes: x once, every weight and scale, every out.
+Status wa2_multi_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  if (M > cuda::kernels::kLinearTcWaMaxRows) return OkStatus();
+  struct Set { const char* name; int fmt; int64_t K; std::vector<int64_t> N; };
+  const Set sets[] = {
+      {"fp8 wq_a + wkv", 1, m.hidden, {m.q_lora, m.head_dim}},
+      {"bf16 CSA compressor wkv + wgate + indexer compressor wkv + wgate + weights_proj", 0, m.hidden,
+       {2 * m.head_dim, 2 * m.head_dim, 2 * m.index_dim, 2 * m.index_dim, m.index_heads}},
+      {"fp8 wq_b + indexer wq_b", 1, m.q_lora, {m.heads * m.head_dim, m.index_heads * m.index_dim}},
+  };
+  const std::string phase = "tc M=" + std::to_string(M);
+  for (const Set& set : sets) {
+    if (!only.empty() && std::string("wa2 multi ").append(set.name).find(only) == std::string::npos) continue;
+    const int64_t K = set.K;
+    const int n = static_cast<int>(set.N.size());
+    std::vector<Weight> w(n);
+    std::vector<Tensor> out(n), wsr(n);
+    DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, K}));
+    double bytes = 4.0 * M * K;
+    double flops = 0;
+    std::vector<cuda::kernels::WaProjection> pr(n);
+    const int64_t bc = set.fmt == 1 ? 128 : 0;
+    int64_t max_rows = 0;
+    for (int i = 0; i < n; ++i) {
+      DI_ASSIGN_OR_RETURN(w[i], make_weight(ctx, set.fmt, set.N[i], K));
+      DI_ASSIGN_OR_RETURN(out[i], ctx.zeros(DType::kF32, {M, set.N[i]}));
+      bytes += double(w[i].w.nbytes()) + (w[i].scale.defined() ? double(w[i].scale.nbytes()) : 0.0) + 4.0 * M * set.N[i];
+      flops += 2.0 * M * set.N[i] * K;
+      pr[i].w = w[i].w.raw();
+      pr[i].scale = w[i].scale.defined() ? w[i].scale.raw() : nullptr;
+      pr[i].x = x.data<float>();
+      pr[i].lda = K;
+      pr[i].out = out[i].data<float>();
+      pr[i].N = set.N[i];
+      pr[i].G = 1;
+      pr[i].k_split = cuda::kernels::linear_tc_k_split(M, set.N[i], K, bc, /*batch_invariant=*/true);
+      max_rows = std::max(max_rows, set.N[i]);
+      if (pr[i].k_split < K) {
+        DI_ASSIGN_OR_RETURN(wsr[i], ctx.zeros(DType::kF32, {(K + pr[i].k_split - 1) / pr[i].k_split, M, set.N[i]}));
+      }
+    }
+    if (!cuda::kernels::linear_tc_wa2_supported(set.fmt, pr.data(), n, M, K, bc)) continue;
+    const int64_t wsf = cuda::kernels::linear_tc_wa2_workspace_floats(pr.data(), n, M, K);
+    Tensor ws;
+    if (wsf > 0) {
+      DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {wsf}));
+    }
+    const std::string shape = cat("x", backend::shape_str(x.shape()), " ", std::to_string(n), " weights");
+    const int64_t br = set.fmt == 1 ? 128 : 1;
+    ctx.measure(phase, cat("wa2 ref w multi ", set.name), shape, bytes, flops, [&] {
+      for (int i = 0; i < n; ++i)
+        cuda::kernels::linear_tc_wa(set.fmt, x.data<float>(), pr[i].w, pr[i].scale, false, M, set.N[i], K, 1, br, bc,
+                                    pr[i].k_split, pr[i].out, wsr[i].defined() ? wsr[i].data<float>() : nullptr,
+                                    ctx.stream());
+      return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_wa launch failed");
+    });
+    const cuda::kernels::Wa2Options o = cuda::kernels::linear_tc_wa2_options(2, set.fmt, max_rows, K, M);
+    cuda::kernels::Wa2Options otma = o;
+    otma.geom = cuda::kernels::Wa2Geometry::kTmaSmall;
+    for (const auto& [name, opt] : {std::pair<const char*, cuda::kernels::Wa2Options>{"wa2 multi ", o},
+                                    std::pair<const char*, cuda::kernels::Wa2Options>{"wa2 multi tma ", otma}}) {
+      const cuda::kernels::Wa2Options use = opt;
+      ctx.measure(phase, cat(name, set.name), shape, bytes, flops, [&] {
+        if (!cuda::kernels::linear_tc_wa2(set.fmt, pr.data(), n, false, M, K, br, bc,
+                                          ws.defined() ? ws.data<float>() : nullptr, ctx.stream(), use))
+          return Internal("linear_tc_wa2 refused");
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_wa2 launch failed");
+      });
+    }
+  }
+  return OkStatus();
+}
+
 Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
   struct Lin { const char* name; int fmt; int64_t N, K, groups; };
   const Lin lins[] = {
@@ -92,7 +170,8 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
     const bool want_gemv = only.empty() || std::string("gemv_linear ").append(l.name).find(only) != std::string::npos;
     const bool want_small = only.empty() || std::string("small ").append(l.name).find(only) != std::string::npos;
     const bool want_wa = only.empty() || std::string("wa ").append(l.name).find(only) != std::string::npos;
-    if (!want_tc && !want_wq && !want_gemv && !want_small && !want_wa) continue;
+    const bool want_wa2 = only.empty() || std::string("wa2 x1 ").append(l.name).find(only) != std::string::npos;
+    if (!want_tc && !want_wq && !want_gemv && !want_small && !want_wa && !want_wa2) continue;
     const int64_t GN = l.groups * l.N, K = l.K;
     DI_ASSIGN_OR_RETURN(Weight w, make_weight(ctx, l.fmt, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
@@ -199,6 +278,55 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
         });
       }
     }
+    // Session 10: wa2 (linear_tc_wa.h, DEEPINFER_SMALL_LINEAR=x1..x4), the batch-invariant split:
+    // "wa2 ref w" = the current path (linear_tc_wa as DEEPINFER_SMALL_LINEAR=w runs it), then
+    // wa2's two fills (split sums in the kernel at M = 1, else a reduce launch): "small" (cp.async:
+    // linear_multi's groups) and "tma small" (TMA boxes: the head under x1 / x2 / x4) — side by side
+    // in the table (µs, GB/s, % of copy).
+    if (want_wa2 && (l.fmt == 0 || l.fmt == 1) && M <= cuda::kernels::kLinearTcWaMaxRows &&
+        cuda::kernels::linear_tc_wa_supported(l.fmt, w.w.raw(), x.data<float>(), M, K, bc > 0, w.block_cols)) {
+      const int64_t k_split = cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+      const std::string splits = cat(" (", std::to_string((K + k_split - 1) / k_split), " splits)");
+      Tensor ws;
+      if (k_split < K) {
+        DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+      }
+      float* wsp = ws.defined() ? ws.data<float>() : nullptr;
+      const bool head_like = l.fmt == 0 && GN * K >= (int64_t{16} << 20);
+      ctx.measure(phase, cat("wa2 ref w ", l.name, splits), shape, bytes, flops, [&] {
+        cuda::kernels::linear_tc_wa(l.fmt, x.data<float>(), w.w.raw(), scale, false, M, l.N, K, l.groups,
+                                    w.block_rows, w.block_cols, k_split, out.data<float>(), wsp, ctx.stream(),
+                                    true, true, 2, false, head_like && M <= 8, false);
+        return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_wa launch failed");
+      });
+      cuda::kernels::WaProjection pr;
+      pr.w = w.w.raw();
+      pr.scale = scale;
+      pr.x = x.data<float>();
+      pr.lda = l.groups * K;
+      pr.out = out.data<float>();
+      pr.N = l.N;
+      pr.G = l.groups;
+      pr.k_split = k_split;
+      using G2 = cuda::kernels::Wa2Geometry;
+      struct Row { const char* name; cuda::kernels::Wa2Options o; };
+      const bool fuse1 = M == 1;
+      std::vector<Row> rows;
+      rows.push_back({"small", {G2::kSmall, fuse1, true}});
+      rows.push_back({"tma small", {G2::kTmaSmall, fuse1, true}});
+      if (head_like) {  // bench only: the TMA ring sized for fewer CTAs per SM (more slots each)
+        rows.push_back({"tma small 3/SM", {G2::kTmaSmall, fuse1, true, 3}});
+        rows.push_back({"tma small 2/SM", {G2::kTmaSmall, fuse1, true, 2}});
+      }
+      for (const Row& r : rows) {
+        ctx.measure(phase, cat("wa2 ", r.name, " ", l.name, splits), shape, bytes, flops, [&] {
+          if (!cuda::kernels::linear_tc_wa2(l.fmt, &pr, 1, false, M, K, w.block_rows, w.block_cols, wsp,
+                                            ctx.stream(), r.o))
+            return Internal("linear_tc_wa2 refused");
+          return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("linear_tc_wa2 launch failed");
+        });
+      }
+    }
     // The default mode's decode GEMV (gemv.cu; CudaBackend::linear without --batch-invariant).
     if (want_gemv && M <= cuda::kernels::kGemvMaxRows && cuda::kernels::gemv_supported(l.fmt, K, bc > 0, w.block_cols)) {
       ctx.measure(phase, cat("gemv_linear ", l.name, " (default mode)"), shape, bytes, flops, [&] {
@@ -215,6 +343,7 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
       });
     }
   }
+  DI_RETURN_IF_ERROR(wa2_multi_phase(ctx, m, M, only));
   return matmul_phase(ctx, m, M, only);
 }
 

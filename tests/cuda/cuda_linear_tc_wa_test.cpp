@@ -441,6 +441,257 @@ TEST_F(CudaLinearTcWa, ShortE4m3DecodeEqualsLinearTcsOnTheDevice) {
   }
 }
 
+// ---- Session 10: wa2 (DEEPINFER_SMALL_LINEAR=x1..x4) -------------------------------------------
+
+struct Wa2Variant { const char* name; kernels::Wa2Options o; };
+std::vector<Wa2Variant> wa2_variants(int /*fmt*/) {
+  using G2 = kernels::Wa2Geometry;
+  return {{"wa2 cp.async slots, fused sums", {G2::kSmall, true, true}},
+          {"wa2 cp.async slots, separate reduce", {G2::kSmall, false, true}},
+          {"wa2 cp.async slots, plain launch", {G2::kSmall, true, false}},
+          {"wa2 TMA slots, fused sums", {G2::kTmaSmall, true, true}},
+          {"wa2 TMA slots, separate reduce", {G2::kTmaSmall, false, true}},
+          {"wa2 TMA slots, plain launch", {G2::kTmaSmall, false, false}},
+          {"wa2 TMA slots, ring sized for 2 CTAs per SM", {G2::kTmaSmall, true, true, 2}}};
+}
+
+TEST_F(CudaLinearTcWa, Wa2IsBitwiseLinearTcAtModelShapes) {
+  // Both wa2 fills (cp.async, TMA), fused and separate split sums, PDL and plain launches, against linear_tc
+  // with the same k_split (the batch-invariant plan, the default mode's, and K / 640 for the ring's
+  // walk across items): bitwise. NaN-filled outputs and workspaces first; each launch also
+  // relies on the previous one's tile counters being back at zero (else its sums would be
+  // missing or wrong).
+  uint64_t wseed = seed_ ^ 0x2d358dccu;
+  for (const ShapeCase& c : cases()) {
+    const int fmt = fmt_code(c.f);
+    if (fmt == 2) continue;  // wa2: bf16 and e4m3
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    const Pair dx = on_device(randn({16, G * K}, c.nonfinite_x));
+    const bool head = std::string(c.name) == "head (bf16)";
+    for (int64_t M : {1, 2, 5, 8, 9, 16}) {
+      if (head && M != 1 && M != 8 && M != 16) continue;
+      std::vector<int64_t> splits_to_try = {kernels::linear_tc_k_split(M, GN, K, bc, true)};
+      const int64_t def = kernels::linear_tc_k_split(M, GN, K, bc, false);
+      if (def != splits_to_try[0]) splits_to_try.push_back(def);
+      if (M == 16 && (std::string(c.name) == "wq_a" || std::string(c.name) == "compressor wkv (bf16)" ||
+                      std::string(c.name) == "odd fp8"))
+        for (int64_t ks : {K, int64_t{640}}) splits_to_try.push_back(ks);
+      for (const int64_t k_split : splits_to_try) {
+        if (fmt == 1 && k_split < K && k_split % bc != 0) continue;
+        Tensor ref_h;
+        run_ref(c, hw, dw, dx, M, k_split, &ref_h);
+        const int64_t splits = (K + k_split - 1) / k_split;
+        for (const Wa2Variant& v : wa2_variants(fmt)) {
+          auto got = bi_->alloc(DType::kF32, {M, GN});
+          auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
+          ASSERT_TRUE(got.ok() && ws.ok());
+          ASSERT_EQ(cudaMemset(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
+          ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4), cudaSuccess);
+          kernels::WaProjection pr;
+          pr.w = dw.w.raw();
+          pr.scale = fmt == 0 ? nullptr : dw.scale.raw();
+          pr.x = dx.dev.data<float>();
+          pr.lda = G * K;
+          pr.out = got->data<float>();
+          pr.N = N;
+          pr.G = G;
+          pr.k_split = k_split;
+          ASSERT_EQ(kernels::linear_tc_wa2_workspace_floats(&pr, 1, M, K), splits > 1 ? splits * M * GN : 0);
+          ASSERT_TRUE(kernels::linear_tc_wa2(fmt, &pr, 1, c.f == Fmt::kFp8F32Scale, M, K, hw.block_rows,
+                                             hw.block_cols, ws->data<float>(), bi_->stream(), v.o))
+              << c.name;
+          ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+          ASSERT_TRUE(bi_->synchronize().ok());
+          const Tensor got_h = to_host(*got);
+          const std::string what = std::string("wa2 vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
+                                   " M=" + std::to_string(M) + " k_split=" + std::to_string(k_split) + " (" +
+                                   std::to_string(splits) + " splits), " + v.name;
+          print_diff(what, got_h, ref_h);
+          expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, Wa2FusedProjectionsKeepEachWeightsBits) {
+  // Up to 8 projections of one x in one wa2 launch (linear_multi under --batch-invariant), each
+  // with its own N and its own batch-invariant k_split: every output bitwise equal to linear_tc
+  // on that weight alone; fused and separate split sums; sets with partial tiles and a weight
+  // with a single split.
+  struct SetCase { const char* name; Fmt f; int64_t K; std::vector<int64_t> N; };
+  const SetCase sets[] = {
+      {"fp8 wq_a + wkv", Fmt::kFp8, 4096, {1024, 512}},
+      {"fp8 f32 scales, odd rows", Fmt::kFp8F32Scale, 1024, {300, 32768, 50}},
+      {"bf16 compressors + weights_proj", Fmt::kBf16, 4096, {1024, 1024, 256, 256, 64}},
+      {"bf16 eight odd weights", Fmt::kBf16, 200, {77, 1, 129, 16, 300, 8, 64, 1000}},
+  };
+  uint64_t wseed = seed_ ^ 0x68e31da4u;
+  using G2 = kernels::Wa2Geometry;
+  for (const SetCase& set : sets) {
+    const int fmt = fmt_code(set.f);
+    const int64_t K = set.K;
+    const int n = static_cast<int>(set.N.size());
+    std::vector<backend::Weight> hw(n), dw(n);
+    for (int i = 0; i < n; ++i) {
+      fast_weight(set.f, set.N[i], K, ++wseed * 0x2545F4914F6CDD1DULL, &hw[i]);
+      dw[i] = upload_weight(hw[i]);
+    }
+    const int64_t bc = fmt == 0 ? 0 : hw[0].block_cols;
+    const Pair dx = on_device(randn({16, K}));
+    for (int64_t M : {1, 3, 16}) {
+      std::vector<Tensor> ref(n);
+      for (int i = 0; i < n; ++i) {
+        const ShapeCase c{set.name, set.f, 1, set.N[i], K, false};
+        run_ref(c, hw[i], dw[i], dx, M, kernels::linear_tc_k_split(M, set.N[i], K, bc, true), &ref[i]);
+      }
+      for (const kernels::Wa2Options o : {kernels::Wa2Options{G2::kSmall, true, true},
+                                           kernels::Wa2Options{G2::kSmall, false, true},
+                                           kernels::Wa2Options{G2::kTmaSmall, true, false},
+                                           kernels::Wa2Options{G2::kTmaSmall, false, true}}) {
+        std::vector<kernels::WaProjection> pr(n);
+        std::vector<Tensor> outs;
+        for (int i = 0; i < n; ++i) {
+          auto o_i = bi_->alloc(DType::kF32, {M, set.N[i]});
+          ASSERT_TRUE(o_i.ok());
+          ASSERT_EQ(cudaMemset(o_i->raw(), 0xFF, static_cast<size_t>(M * set.N[i]) * 4), cudaSuccess);
+          outs.push_back(*o_i);
+          pr[i].w = dw[i].w.raw();
+          pr[i].scale = fmt == 0 ? nullptr : dw[i].scale.raw();
+          pr[i].x = dx.dev.data<float>();
+          pr[i].lda = K;
+          pr[i].out = outs.back().data<float>();
+          pr[i].N = set.N[i];
+          pr[i].G = 1;
+          pr[i].k_split = kernels::linear_tc_k_split(M, set.N[i], K, bc, true);
+        }
+        ASSERT_TRUE(kernels::linear_tc_wa2_supported(fmt, pr.data(), n, M, K, bc)) << set.name;
+        const int64_t wsf = std::max<int64_t>(1, kernels::linear_tc_wa2_workspace_floats(pr.data(), n, M, K));
+        auto ws = bi_->alloc(DType::kF32, {wsf});
+        ASSERT_TRUE(ws.ok());
+        ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(wsf) * 4), cudaSuccess);
+        ASSERT_TRUE(kernels::linear_tc_wa2(fmt, pr.data(), n, set.f == Fmt::kFp8F32Scale, M, K, hw[0].block_rows,
+                                           hw[0].block_cols, ws->data<float>(), bi_->stream(), o));
+        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+        ASSERT_TRUE(bi_->synchronize().ok());
+        for (int i = 0; i < n; ++i) {
+          const std::string what = std::string("wa2 fused set ") + set.name + " weight " + std::to_string(i) +
+                                   " (N=" + std::to_string(set.N[i]) + ") M=" + std::to_string(M) +
+                                   (o.fused_reduce ? ", fused sums" : ", separate reduce") +
+                                   ", geometry " + std::to_string(static_cast<int>(o.geom)) +
+                                   (o.pdl ? "" : ", plain launch") + " vs linear_tc alone";
+          const Tensor got_h = to_host(outs[i]);
+          print_diff(what, got_h, ref[i]);
+          expect_same_bits(what.c_str(), got_h, ref[i], seed_);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, BackendLinearMultiKeepsLinearTcBits) {
+  // CudaBackend::linear_multi under --batch-invariant (M = 1, 4, 16): every output equals
+  // linear_tc on its weight alone with the batch-invariant split, for a mixed list (two FP8
+  // weights, a bf16 one, an FP8 one with f32 scales that cannot join the ue8m0 group, two more
+  // bf16). With DEEPINFER_SMALL_LINEAR=x1..x3 the groups run as fused wa2 launches; with any
+  // other value one by one: the bits are the same either way.
+  std::printf("DEEPINFER_SMALL_LINEAR=%s\n", env().small_linear.c_str());
+  struct W { Fmt f; int64_t N; };
+  const int64_t K = 1024;
+  const W list[] = {{Fmt::kFp8, 1024}, {Fmt::kFp8, 512}, {Fmt::kBf16, 300}, {Fmt::kFp8F32Scale, 256},
+                    {Fmt::kBf16, 1024}, {Fmt::kBf16, 64}};
+  const int n = 6;
+  uint64_t wseed = seed_ ^ 0x1b873593u;
+  std::vector<backend::Weight> hw(n), dw(n);
+  for (int i = 0; i < n; ++i) {
+    fast_weight(list[i].f, list[i].N, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw[i]);
+    dw[i] = upload_weight(hw[i]);
+  }
+  const Pair dx = on_device(randn({16, K}));
+  for (int64_t M : {1, 4, 16}) {
+    std::vector<Tensor> outs;
+    std::vector<const backend::Weight*> wp;
+    std::vector<Tensor*> op;
+    for (int i = 0; i < n; ++i) {
+      auto o = bi_->alloc(DType::kF32, {M, list[i].N});
+      ASSERT_TRUE(o.ok());
+      ASSERT_EQ(cudaMemset(o->raw(), 0xFF, static_cast<size_t>(M * list[i].N) * 4), cudaSuccess);
+      outs.push_back(*o);
+    }
+    for (int i = 0; i < n; ++i) {
+      wp.push_back(&dw[i]);
+      op.push_back(&outs[i]);
+    }
+    const Status st = bi_->linear_multi(dx.dev.rows(0, M), wp, op);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(bi_->synchronize().ok());
+    for (int i = 0; i < n; ++i) {
+      const int fmt = fmt_code(list[i].f);
+      const int64_t bc = fmt == 0 ? 0 : hw[i].block_cols;
+      const ShapeCase c{"linear_multi member", list[i].f, 1, list[i].N, K, false};
+      Tensor ref_h;
+      run_ref(c, hw[i], dw[i], dx, M, kernels::linear_tc_k_split(M, list[i].N, K, bc, true), &ref_h);
+      const std::string what = std::string("CudaBackend::linear_multi --batch-invariant member ") + std::to_string(i) +
+                               " " + fmt_name(list[i].f) + " N=" + std::to_string(list[i].N) + " M=" +
+                               std::to_string(M) + " vs linear_tc alone";
+      const Tensor got_h = to_host(outs[i]);
+      print_diff(what, got_h, ref_h);
+      expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+    }
+  }
+}
+
+TEST_F(CudaLinearTcWa, Wa2RefusesWhatItCannotTake) {
+  float* x16 = nullptr;
+  uint8_t* w16 = nullptr;
+  float* o16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&x16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&o16, 4096), cudaSuccess);
+  kernels::WaProjection p;
+  p.w = w16;
+  p.scale = w16;
+  p.x = x16;
+  p.lda = 128;
+  p.out = o16;
+  p.N = 4;
+  p.k_split = 128;
+  EXPECT_TRUE(kernels::linear_tc_wa2_supported(1, &p, 1, 16, 128, 128));
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &p, 1, 17, 128, 128));  // M > 16
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(2, &p, 1, 4, 128, 128));   // FP4: not wa2's
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &p, 0, 4, 128, 128));   // no projection
+  std::vector<kernels::WaProjection> nine(9, p);
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, nine.data(), 9, 4, 128, 128));  // > 8
+  kernels::WaProjection q = p;
+  q.scale = nullptr;
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &q, 1, 4, 128, 128));   // e4m3 without scales
+  q = p;
+  q.lda = 64;
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &q, 1, 4, 128, 128));   // x rows overlap
+  q = p;
+  q.k_split = 48;
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &q, 1, 4, 256, 128));   // split not a multiple of 32
+  q = p;
+  q.x = x16 + 2;
+  EXPECT_FALSE(kernels::linear_tc_wa2_supported(1, &q, 1, 4, 128, 128));   // x alignment
+  EXPECT_FALSE(kernels::linear_tc_wa2(1, &q, 1, false, 4, 128, 128, 128, nullptr, bi_->stream(), {}));
+  kernels::Wa2Options bad;
+  bad.ctas_per_sm = 5;
+  EXPECT_FALSE(kernels::linear_tc_wa2(1, &p, 1, false, 4, 128, 128, 128, nullptr, bi_->stream(), bad));  // 1..4
+  EXPECT_EQ(kernels::linear_tc_wa2_variant("x1"), 1);
+  EXPECT_EQ(kernels::linear_tc_wa2_variant("x4"), 4);
+  EXPECT_EQ(kernels::linear_tc_wa2_variant("x5"), 0);
+  EXPECT_EQ(kernels::linear_tc_wa2_variant("w"), 0);
+  EXPECT_EQ(kernels::linear_tc_wa2_variant("x12"), 0);
+  cudaFree(x16);
+  cudaFree(w16);
+  cudaFree(o16);
+}
+
 TEST_F(CudaLinearTcWa, RefusesWhatItCannotTake) {
   float* x16 = nullptr;
   uint8_t* w16 = nullptr;

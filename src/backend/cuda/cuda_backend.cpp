@@ -574,7 +574,8 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     // 2.21 ms, default batch-16 step 4.84 vs ~5.08 ms; the same bits as linear_tc, so nothing
     // else changes); b = session 8's auto (linear_tc_small / linear_tc below).
     static const bool wa_sel = small_sel == "auto" || small_sel == "w" || small_sel == "w1" ||
-                               small_sel == "w2" || small_sel == "w3";
+                               small_sel == "w2" || small_sel == "w3" ||
+                               kernels::linear_tc_wa2_variant(small_sel.c_str()) > 0;  // x*: FP4 / refusals
     const bool wa = wa_sel && kernels::linear_tc_wa_supported(fmt, w.w.raw(), x.data<float>(), M, K,
                                                               fmt != 0, w.block_cols);
     const bool small_auto = small_sel == "b" || small_sel == "v1" || wa_sel;
@@ -585,6 +586,36 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                        kernels::linear_tc_small_supported(fmt, w.w.raw(), x.data<float>(), M, K,
                                                           fmt != 0, w.block_cols);
     const bool small_share = small_sel == "v3" ? false : small_auto ? M > 16 : true;
+    // Session 10 (DEEPINFER_SMALL_LINEAR=x1..x4, linear_tc_wa.h "wa2"): linear_tc_wa's arithmetic
+    // (linear_tc's bits) at M <= kLinearTcWaMaxRows through a persistent grid whose ring streams
+    // across work items. x1, x2, x4 put the bf16 head on it with the ring filled by 2-D TMA boxes
+    // (H200: 300 vs 366 µs at M = 1, 84 % of copy; 430 vs 491 at M = 16); x2..x4 fuse
+    // linear_multi's small weights of one x under --batch-invariant (linear_multi); x3 = the
+    // fusion alone, x4 = x2 without the in-kernel split sums at M = 1. Everything else as `w`
+    // (below). `auto` = x2 under --batch-invariant (session 10: BI batch 1 1.73 vs 1.85 ms,
+    // batch 16 4.21 vs 4.27), x1 in the default mode, where only the head at M 9..16 gets here
+    // (session 10 final run: batch 16 4.00 vs 4.07-4.10 ms with `w`; the same bits).
+    static const int wa2_sel = kernels::linear_tc_wa2_variant(small_sel.c_str());
+    const int wa2_var = wa2_sel > 0               ? wa2_sel
+                        : small_sel != "auto"     ? 0
+                        : st_->batch_invariant    ? 2
+                                                  : 1;
+    if (kernels::linear_tc_wa2_takes_single(wa2_var, fmt, GN, K, M)) {
+      kernels::WaProjection pr;
+      pr.w = w.w.raw();
+      pr.scale = fmt == 0 ? nullptr : w.scale.raw();
+      pr.x = x.data<float>();
+      pr.lda = groups * K;
+      pr.out = out.data<float>();
+      pr.N = GN / groups;
+      pr.G = groups;
+      pr.k_split = k_split;
+      // ws (allocated above) is [splits, M, G·N]: what wa2 needs for one projection at M <= 16.
+      if (kernels::linear_tc_wa2(fmt, &pr, 1, scale_f32, M, K, w.block_rows, w.block_cols,
+                                 ws.defined() ? ws.data<float>() : nullptr, stream(),
+                                 kernels::linear_tc_wa2_options(wa2_var, fmt, GN, K, M)))
+        return launched(op);
+    }
     for (int64_t r0 = 0; r0 < M; r0 += slab) {
       const int64_t rows = std::min(slab, M - r0);
       const float* xr = x.data<float>() + r0 * groups * K;
@@ -626,6 +657,105 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
 // other pair goes through linear (its checks, its errors), so the bits are linear's either way.
 Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weight* const> ws,
                                  std::span<Tensor* const> outs) {
+  // Pair i's format class for the fused launches below: -1 unless weight i is bf16 (0) or e4m3
+  // with ue8m0 / f32 scales of its block shape (1 | f32 << 1), [rows, K] with rows >= 1, and
+  // outs[i] an F32 [M, rows] that is not x.
+  auto pair_class = [&](size_t i, int64_t M, int64_t K) -> int {
+    const backend::Weight* w = ws[i];
+    Tensor* o = outs[i];
+    if (w == nullptr || o == nullptr || !w->w.defined() || w->w.rank() != 2) return -1;
+    const DType dt = w->w.dtype();
+    const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : -1;
+    if (fmt < 0 || w->w.raw() == nullptr || w->cols() != K || w->rows() < 1) return -1;
+    if (o->dtype() != DType::kF32 || o->rank() != 2 || o->dim(0) != M || o->dim(1) != w->rows() ||
+        o->raw() == nullptr || o->raw() == x.raw())
+      return -1;
+    if ((fmt == 1) != w->scale.defined()) return -1;
+    if (fmt == 0) return 0;
+    const DType st = w->scale.dtype();
+    if (st != DType::kF8E8M0 && st != DType::kF32) return -1;
+    if (w->scale.rank() != 2 || w->scale.raw() == nullptr ||
+        w->scale.dim(0) != (w->rows() + w->block_rows - 1) / std::max<int64_t>(w->block_rows, 1) ||
+        w->scale.dim(1) != (K + w->block_cols - 1) / std::max<int64_t>(w->block_cols, 1))
+      return -1;
+    return 1 | (st == DType::kF32 ? 2 : 0);
+  };
+  // Session 10 (DEEPINFER_SMALL_LINEAR=x2..x4 and auto, --batch-invariant, linear_tc_wa.h "wa2"):
+  // the small weights (linear_tc_wa2_multi_member) of one x at M <= 16 go in one launch per class
+  // (format, scale dtype, block shape; up to kLinearTcWa2MaxProj each), every weight with the
+  // k_split it has alone (linear_tc_k_split), so every output has linear's (linear_tc's) bits;
+  // the rest go through linear one by one.
+  if (st_->batch_invariant && ws.size() == outs.size() && ws.size() >= 2 && x.dtype() == DType::kF32 &&
+      x.rank() == 2 && x.raw() != nullptr && x.dim(0) >= 1 && x.dim(0) <= kernels::kLinearTcWaMaxRows) {
+    static const int wa2_sel = kernels::linear_tc_wa2_variant(env().small_linear.c_str());
+    const int wa2_var = wa2_sel > 0 ? wa2_sel : env().small_linear == "auto" ? 2 : 0;  // auto = x2 here
+    if (kernels::linear_tc_wa2_fuses_multi(wa2_var, x.dim(0))) {
+      const int64_t M = x.dim(0), K = x.dim(1);
+      // Class of pair i: -1 when not for the fused launch, else fmt | f32 scales << 1.
+      auto klass = [&](size_t i) -> int {
+        const int c = pair_class(i, M, K);
+        if (c < 0) return -1;
+        const backend::Weight* w = ws[i];
+        const int fmt = c & 1;
+        if (fmt == 1 && (w->block_rows < 1 || w->block_cols < 32 || w->block_cols % 32 != 0 ||
+                         w->scale.numel() >= (int64_t{1} << 31)))
+          return -1;
+        if (!kernels::linear_tc_wa_supported(fmt, w->w.raw(), x.data<float>(), M, K, fmt == 1, w->block_cols) ||
+            !kernels::linear_tc_wa2_multi_member(w->rows(), K))
+          return -1;
+        return c;
+      };
+      std::vector<int> cls(ws.size());
+      for (size_t i = 0; i < ws.size(); ++i) cls[i] = klass(i);
+      std::vector<char> done(ws.size(), 0);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        if (cls[i] < 0 || done[i]) continue;
+        const int fmt = cls[i] & 1;
+        std::vector<size_t> members{i};
+        for (size_t j = i + 1; j < ws.size() && members.size() < kernels::kLinearTcWa2MaxProj; ++j)
+          if (!done[j] && cls[j] == cls[i] &&
+              (fmt == 0 || (ws[j]->block_rows == ws[i]->block_rows && ws[j]->block_cols == ws[i]->block_cols)))
+            members.push_back(j);
+        if (members.size() < 2) continue;  // alone: linear (below) runs the same kernel
+        const int64_t bc = fmt == 1 ? ws[i]->block_cols : 0;
+        std::vector<kernels::WaProjection> pr;
+        int64_t rows = 0;
+        for (size_t j : members) {
+          kernels::WaProjection p;
+          p.w = ws[j]->w.raw();
+          p.scale = fmt == 0 ? nullptr : ws[j]->scale.raw();
+          p.x = x.data<float>();
+          p.lda = K;
+          p.out = outs[j]->data<float>();
+          p.N = ws[j]->rows();
+          p.G = 1;
+          p.k_split = kernels::linear_tc_k_split(M, p.N, K, bc, /*batch_invariant=*/true);
+          rows = std::max(rows, p.N);
+          pr.push_back(p);
+        }
+        const int n = static_cast<int>(pr.size());
+        if (!kernels::linear_tc_wa2_supported(fmt, pr.data(), n, M, K, fmt == 1 ? bc : 0)) continue;
+        Tensor wsp;
+        const int64_t wsf = kernels::linear_tc_wa2_workspace_floats(pr.data(), n, M, K);
+        if (wsf > 0) {
+          DI_ASSIGN_OR_RETURN(wsp, empty(DType::kF32, {wsf}));
+        }
+        if (kernels::linear_tc_wa2(fmt, pr.data(), n, (cls[i] & 2) != 0, M, K, fmt == 1 ? ws[i]->block_rows : 1,
+                                   fmt == 1 ? bc : 0, wsp.defined() ? wsp.data<float>() : nullptr, stream(),
+                                   kernels::linear_tc_wa2_options(wa2_var, fmt, rows, K, M))) {
+          DI_RETURN_IF_ERROR(launched("linear_multi"));
+          for (size_t j : members) done[j] = 1;
+        }
+      }
+      bool any = false;
+      for (char d : done) any = any || d != 0;
+      if (any) {
+        for (size_t i = 0; i < ws.size(); ++i)
+          if (!done[i]) DI_RETURN_IF_ERROR(linear(x, *ws[i], *outs[i], 1));
+        return OkStatus();
+      }
+    }
+  }
   // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3): the projections skinny_mma takes share ONE
   // x split per weight format and are fused, up to 8 per launch, when their format, scale dtype,
   // block shape and cluster size agree (each keeps the split it has alone, so every output has
@@ -638,30 +768,14 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
     const int64_t M = x.dim(0), K = x.dim(1);
     // Class of pair i: -1 when not for skinny_mma, else fmt | f32 scales << 1 | cluster size << 2.
     auto klass = [&](size_t i) -> int {
+      const int c = pair_class(i, M, K);  // fmt | f32 scales << 1
+      if (c < 0) return -1;
       const backend::Weight* w = ws[i];
-      Tensor* o = outs[i];
-      if (w == nullptr || o == nullptr || !w->w.defined() || w->w.rank() != 2) return -1;
-      const DType dt = w->w.dtype();
-      const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : -1;
-      if (fmt < 0 || w->w.raw() == nullptr || w->cols() != K || w->rows() < 1) return -1;
-      if (o->dtype() != DType::kF32 || o->rank() != 2 || o->dim(0) != M || o->dim(1) != w->rows() ||
-          o->raw() == nullptr || o->raw() == x.raw())
-        return -1;
-      if ((fmt == 1) != w->scale.defined()) return -1;
-      bool sf32 = false;
-      if (fmt == 1) {
-        const DType st = w->scale.dtype();
-        if (st != DType::kF8E8M0 && st != DType::kF32) return -1;
-        sf32 = st == DType::kF32;
-        if (w->scale.rank() != 2 || w->scale.raw() == nullptr ||
-            w->scale.dim(0) != (w->rows() + w->block_rows - 1) / std::max<int64_t>(w->block_rows, 1) ||
-            w->scale.dim(1) != (K + w->block_cols - 1) / std::max<int64_t>(w->block_cols, 1))
-          return -1;
-      }
+      const int fmt = c & 1;
       if (!kernels::skinny_supported(fmt, w->w.raw(), w->rows(), K, fmt == 1, w->block_rows, w->block_cols) ||
           !kernels::skinny_takes(fmt, w->rows(), K, M, *sk))
         return -1;
-      return fmt | (sf32 ? 2 : 0) | (kernels::skinny_cluster_size(fmt, w->rows(), K, *sk) << 2);
+      return c | (kernels::skinny_cluster_size(fmt, w->rows(), K, *sk) << 2);
     };
     std::vector<int> cls(ws.size());
     for (size_t i = 0; i < ws.size(); ++i) cls[i] = klass(i);
@@ -721,26 +835,12 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
     // Format class of pair i, or -1 when it is not for the fused launch: bit 0..1 fmt, bit 2
     // f32 scales; block shape compared separately.
     auto klass = [&](size_t i) -> int {
+      const int c = pair_class(i, M, K);
+      if (c < 0) return -1;
       const backend::Weight* w = ws[i];
-      Tensor* o = outs[i];
-      if (w == nullptr || o == nullptr || !w->w.defined() || w->w.rank() != 2) return -1;
-      const DType dt = w->w.dtype();
-      const int fmt = dt == DType::kBF16 ? 0 : dt == DType::kF8E4M3 ? 1 : -1;
-      if (fmt < 0 || w->w.raw() == nullptr || w->cols() != K || w->rows() < 1) return -1;
-      if (o->dtype() != DType::kF32 || o->rank() != 2 || o->dim(0) != M ||
-          o->dim(1) != w->rows() || o->raw() == nullptr || o->raw() == x.raw())
-        return -1;
-      if ((fmt == 1) != w->scale.defined()) return -1;
-      bool sf32 = false;
-      if (fmt == 1) {
-        const DType st = w->scale.dtype();
-        if (st != DType::kF8E8M0 && st != DType::kF32) return -1;
-        sf32 = st == DType::kF32;
-        if (w->block_rows < 1 || w->block_cols < 8 || w->scale.rank() != 2 || w->scale.raw() == nullptr ||
-            w->scale.dim(0) != (w->rows() + w->block_rows - 1) / w->block_rows ||
-            w->scale.dim(1) != (K + w->block_cols - 1) / w->block_cols)
-          return -1;
-      }
+      const int fmt = c & 1;
+      const bool sf32 = (c & 2) != 0;
+      if (fmt == 1 && (w->block_rows < 1 || w->block_cols < 8)) return -1;
       // Bit 3: the v3 kernel (linear would run it on this weight alone), else session 7's.
       if (g3 && kernels::gemv3_supported(fmt, K, fmt == 1, w->block_cols) &&
           kernels::gemv3_dispatch_takes(*g3, fmt, w->rows(), K, 1)) {
@@ -1070,6 +1170,13 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       if (experts_kernel == "v3") return kernels::kExpertsMmaV2Regs;
       if (experts_kernel == "a") return kernels::kExpertsMmaV3;
       if (experts_kernel == "b") return kernels::kExpertsMmaV3w16;
+      // Session 10 (experts_mma_x.cuh, same bits): x1 = per projection and slot count the kernel
+      // that measured fastest (experts_mma_pick_x); x2 / x3 / x4 = 16- / 32- / 64-row items for
+      // every slot count (bench_ops --mma-batch compares them).
+      if (experts_kernel == "x1") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
+      if (experts_kernel == "x2") return kernels::kExpertsMmaX16;
+      if (experts_kernel == "x3") return kernels::kExpertsMmaX32;
+      if (experts_kernel == "x4") return kernels::kExpertsMmaX64;
       if (experts_kernel == "c") {  // session 8's per-projection pick from bench_ops alone
         if (slots > 128) return kernels::kExpertsMmaV1;
         return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
@@ -1175,13 +1282,6 @@ Status CudaBackend::rms_norm_rope(const Tensor& x, const Tensor* weight, float e
   if (weight) DI_RETURN_IF_ERROR(check_tensor(op, "weight", *weight, DType::kF32, {d.D}));
   kernels::rms_norm_rope(x.data<float>(), weight ? weight->data<float>() : nullptr,
                          positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
-      // Session 10 (experts_mma_x.cuh, same bits): x1 = per projection and slot count the kernel
-      // that measured fastest (experts_mma_pick_x); x2 / x3 / x4 = 16- / 32- / 64-row items for
-      // every slot count (bench_ops --mma-batch compares them).
-      if (experts_kernel == "x1") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
-      if (experts_kernel == "x2") return kernels::kExpertsMmaX16;
-      if (experts_kernel == "x3") return kernels::kExpertsMmaX32;
-      if (experts_kernel == "x4") return kernels::kExpertsMmaX64;
                          d.half, eps, style == backend::RopeStyle::kInterleavedTrailing, mscale,
                          out.data<float>(), stream());
   return launched(op);

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/linear_tc_small.h"
@@ -172,6 +176,244 @@ void linear_tc_wa_mma_probe(const uint16_t* x, const uint16_t* w, int trials, in
 
 void linear_tc_wa_decode_table(uint32_t* out, cudaStream_t s) {
   decode_table_kernel<<<1, 256, 0, s>>>(out);
+}
+
+
+// ---- Session 10: wa2 ------------------------------------------------------------------------------
+
+namespace {
+
+// Tile counters of the fused split reduction (zero at module load; each tile's last CTA resets
+// its counter to 0).
+constexpr int kWa2Counters = 1 << 15;
+__device__ unsigned g_wa2_counters[kWa2Counters];
+
+unsigned* wa2_counters() {
+  static unsigned* addr[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (dev < 0 || dev >= 64) return nullptr;
+  if (addr[dev] == nullptr) {
+    void* a = nullptr;
+    if (cudaGetSymbolAddress(&a, g_wa2_counters) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    addr[dev] = static_cast<unsigned*>(a);
+  }
+  return addr[dev];
+}
+
+int wa2_num_sms() {
+  static int n[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  if (dev < 0 || dev >= 64) return 132;
+  if (n[dev] == 0) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) {
+      cudaGetLastError();
+      v = 132;
+    }
+    n[dev] = v;
+  }
+  return n[dev];
+}
+
+constexpr int kSmPerSmBytes = 233472;  // H100 / H200: 228 KB per SM, 1 KB reserved per CTA
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no libcuda link).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// The 2-D map of projection i's weight [G·N rows, K]: box (box_bytes of k) × bn rows.
+bool encode_weight_map(int fmt, const tcw2::Proj& P, int64_t K, int box_bytes, int bn, CUtensorMap* map) {
+  PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+  if (enc == nullptr) return false;
+  const int esize = fmt == 0 ? 2 : 1;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(P.G * P.N)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K * esize)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / esize), static_cast<cuuint32_t>(bn)};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(map, fmt == 0 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+             const_cast<uint8_t*>(P.w), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int kFmt, int kRows, int kTPW, int kWarps, int kRowBytes, int kMinCtas, bool kTma = false>
+bool wa2_launch(tcw2::Args& a, int ctas_per_sm, cudaStream_t s, bool pdl) {
+  constexpr int SRB = tcw2::Fmt<kFmt>::kSRB;
+  constexpr int SPS = kRowBytes / SRB, SK = SPS * tc::kBK, BN = kWarps * kTPW * 16;
+  a.x_pitch = SK * 4 + 16;
+  const int raw = BN * kRowBytes + static_cast<int>(a.M) * a.x_pitch;
+  // 16-byte granularity (cp.async, uint4 reads): the fragment reads' bank pattern depends only on
+  // offsets within a slot (rows kRowBytes apart, a multiple of 128), so a slot need not start on a
+  // 128-byte line — and FP8 at M = 1 gets a third 16.9 KB slot in ~56 KB.
+  a.slot_bytes = kTma ? (raw + 127) / 128 * 128 : (raw + 15) / 16 * 16;  // TMA boxes: 128-byte aligned
+  const int tbytes = 2 * SPS * tcr::kTerms * static_cast<int>(a.M) * tc::kBK * 2;  // M tokens' terms
+  const int fixed = tcw2::kBarBytes + tbytes;
+  const int budget = std::min(232448, kSmPerSmBytes / ctas_per_sm - 1024);
+  a.slots = std::clamp((budget - fixed) / a.slot_bytes, 2, tcw2::kMaxSlots);
+  const int smem = fixed + a.slots * a.slot_bytes;
+  const int resident = std::max(1, std::min(ctas_per_sm, kSmPerSmBytes / (smem + 1024)));
+  const int grid = static_cast<int>(std::min<int64_t>(a.items, int64_t{resident} * wa2_num_sms()));
+  if constexpr (kTma) {  // one box = one k32 stage (SRB bytes) of BN rows
+    for (int i = 0; i < a.nproj; ++i)
+      if (!encode_weight_map(kFmt, a.p[i], a.K, SRB, BN, &a.tmap[i])) return false;
+  }
+  static std::atomic<uint64_t> attr_set{0};
+  auto* kernel = tcw2::wa2_kernel<kFmt, kRows, kTPW, kWarps, kRowBytes, kMinCtas, kTma>;
+  opt_in_max_smem_per_device(attr_set, kernel);
+  pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(kWarps * 32), static_cast<size_t>(smem), s, pdl, a);
+  return true;
+}
+
+template <int kFmt, int kRows>
+bool wa2_geom(tcw2::Args& a, const Wa2Options& o, cudaStream_t s) {
+  if (o.geom == Wa2Geometry::kTmaSmall) return wa2_launch<kFmt, kRows, 2, 4, 128, 4, true>(a, o.ctas_per_sm, s, o.pdl);
+  return wa2_launch<kFmt, kRows, 2, 4, 128, 4>(a, o.ctas_per_sm, s, o.pdl);
+}
+
+}  // namespace
+
+int linear_tc_wa2_variant(const char* v) {
+  if (v == nullptr || v[0] != 'x' || v[1] < '1' || v[1] > '4' || v[2] != '\0') return 0;
+  return v[1] - '0';
+}
+
+namespace {
+bool wa2_head_like(int fmt, int64_t rows, int64_t K) { return fmt == 0 && rows * K >= (int64_t{16} << 20); }
+}  // namespace
+
+bool linear_tc_wa2_takes_single(int variant, int fmt, int64_t rows, int64_t K, int64_t M) {
+  if (variant < 1 || variant > 4 || variant == 3 || (fmt != 0 && fmt != 1) || M < 1 || M > kLinearTcWaMaxRows)
+    return false;
+  return wa2_head_like(fmt, rows, K);
+}
+
+Wa2Options linear_tc_wa2_options(int variant, int fmt, int64_t rows, int64_t K, int64_t M) {
+  Wa2Options o;
+  o.geom = wa2_head_like(fmt, rows, K) ? Wa2Geometry::kTmaSmall : Wa2Geometry::kSmall;
+  o.fused_reduce = M == 1 && variant != 4;
+  o.pdl = true;
+  return o;
+}
+
+bool linear_tc_wa2_fuses_multi(int variant, int64_t M) {
+  return variant >= 2 && variant <= 4 && M >= 1 && M <= kLinearTcWaMaxRows;
+}
+
+bool linear_tc_wa2_multi_member(int64_t rows, int64_t K) { return rows * K < (int64_t{16} << 20); }
+
+bool linear_tc_wa2_supported(int fmt, const WaProjection* p, int n, int64_t M, int64_t K,
+                             int64_t block_cols) {
+  if (fmt != 0 && fmt != 1) return false;
+  if (p == nullptr || n < 1 || n > kLinearTcWa2MaxProj || M < 1 || M > kLinearTcWaMaxRows || K < 1) return false;
+  for (int i = 0; i < n; ++i) {
+    const WaProjection& q = p[i];
+    if (q.w == nullptr || q.x == nullptr || q.out == nullptr || q.N < 1 || q.G < 1) return false;
+    if ((fmt == 1) != (q.scale != nullptr)) return false;
+    if (!linear_tc_wa_supported(fmt, q.w, q.x, M, K, fmt == 1, block_cols)) return false;
+    if (q.lda < q.G * K || q.lda % 4 != 0) return false;
+    if (q.k_split < 1) return false;
+    if (q.k_split < K && (q.k_split % 32 != 0 || (fmt == 1 && q.k_split % block_cols != 0))) return false;
+    if (q.G * q.N * K >= (int64_t{1} << 40)) return false;
+  }
+  return true;
+}
+
+int64_t linear_tc_wa2_workspace_floats(const WaProjection* p, int n, int64_t M, int64_t K) {
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t splits = (K + p[i].k_split - 1) / p[i].k_split;
+    if (splits > 1) total += splits * M * p[i].G * p[i].N;
+  }
+  return total;
+}
+
+bool linear_tc_wa2(int fmt, const WaProjection* p, int n, bool scale_f32, int64_t M, int64_t K,
+                   int64_t block_rows, int64_t block_cols, float* workspace, cudaStream_t s,
+                   const Wa2Options& o) {
+  if (!linear_tc_wa2_supported(fmt, p, n, M, K, block_cols) || o.ctas_per_sm < 1 || o.ctas_per_sm > 4) return false;
+  const int64_t bn = 128;  // weight rows per item (4 warps × 2 m16 tiles)
+  tcw2::Args a;
+  std::memset(static_cast<void*>(a.tmap), 0, sizeof a.tmap);
+  a.nproj = n;
+  a.M = M;
+  a.K = K;
+  a.br = fmt == 0 ? 1 : block_rows;
+  a.bc = fmt == 0 ? tc::kPromoteUnscaled : block_cols;
+  a.scale_f32 = scale_f32 ? 1 : 0;
+  int64_t items = 0, counters = 0, ws_off = 0;
+  tcw2::ReduceArgs r;
+  int64_t blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    const WaProjection& q = p[i];
+    tcw2::Proj& P = a.p[i];
+    const int64_t splits = (K + q.k_split - 1) / q.k_split;
+    const int64_t ntiles = (q.N + bn - 1) / bn;
+    P.w = static_cast<const uint8_t*>(q.w);
+    P.scale = q.scale;
+    P.x = q.x;
+    P.out = q.out;
+    P.N = q.N;
+    P.G = q.G;
+    P.lda = q.lda;
+    P.ldo = q.G * q.N;
+    P.plane = M * q.G * q.N;
+    P.k_split = q.k_split;
+    P.splits = static_cast<int32_t>(splits);
+    P.ntiles = static_cast<int32_t>(ntiles);
+    P.scale_cols = fmt == 0 ? 0 : static_cast<int32_t>((K + block_cols - 1) / block_cols);
+    P.item0 = static_cast<int32_t>(items);
+    items += splits * q.G * ntiles;
+    if (splits > 1) {
+      if (workspace == nullptr) return false;
+      P.ws = workspace + ws_off;
+      ws_off += splits * P.plane;
+      P.counter0 = static_cast<int32_t>(counters);
+      counters += q.G * ntiles;
+      r.ws[r.count] = P.ws;
+      r.out[r.count] = q.out;
+      r.n[r.count] = P.plane;
+      r.splits[r.count] = P.splits;
+      r.b0[r.count] = static_cast<int32_t>(blocks);
+      blocks += (P.plane + 255) / 256;
+      ++r.count;
+    }
+  }
+  if (items >= (int64_t{1} << 31) || blocks >= (int64_t{1} << 31)) return false;
+  a.items = static_cast<int32_t>(items);
+  a.counters = o.fused_reduce && counters <= kWa2Counters ? wa2_counters() : nullptr;
+  a.fused = a.counters != nullptr ? 1 : 0;
+  a.balanced = n == 1 && p[0].G == 1 && a.p[0].splits == 1 ? 1 : 0;
+  bool ok;
+  if (fmt == 0) ok = M <= 8 ? wa2_geom<0, 8>(a, o, s) : wa2_geom<0, 16>(a, o, s);
+  else ok = M <= 8 ? wa2_geom<1, 8>(a, o, s) : wa2_geom<1, 16>(a, o, s);
+  if (!ok) return false;  // a tensor map could not be made: nothing launched
+  if (r.count > 0 && !a.fused) {
+    r.b0[r.count] = static_cast<int32_t>(blocks);
+    pdl::launch(tcw2::wa2_reduce_kernel<0>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, s, o.pdl, r);
+  }
+  return true;
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -46,6 +46,8 @@
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tc_ring.cuh"
 
+#include <cuda.h>  // CUtensorMap (wa2's TMA fill)
+
 namespace deepinfer::cuda::kernels::tcw {
 
 constexpr int kWarps = 4;
@@ -137,6 +139,150 @@ __device__ __forceinline__ void load_row(const uint8_t* src, uint32_t (&d)[2][2]
   }
 }
 
+// ---- Pieces shared by wa_kernel and tcw2::wa2_kernel (the same operations in the same order) ----
+
+// One m16 weight tile's MMAs for one k32 stage: per accumulator k-step 0 terms x_2, x_1, x_0, then
+// k-step 1 (linear_tc's order). d[h][ks][half]: rows g / g + 8 decoded; xb[nt][t]: token tile nt's
+// B fragment of term t.
+template <int NT>
+__device__ __forceinline__ void tile_mmas(float (&part)[NT][4], const uint32_t (&d)[2][2][2],
+                                          const uint4 (&xb)[NT][tcr::kTerms]) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+    for (int t = tcr::kTerms - 1; t >= 0; --t)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4 xv = xb[nt][t];
+        tc::mma_bf16(part[nt], d[0][ks][0], d[1][ks][0], d[0][ks][1], d[1][ks][1], ks ? xv.z : xv.x,
+                     ks ? xv.w : xv.y);
+      }
+}
+
+// The promotion at a scale block's last stage: acc = fmaf(partial, scale, acc), partial = 0; the
+// scale of row (tt, h) from its raw word cur[tt][h] (ue8m0 byte or f32 bits; 0 for rows past the
+// end, srow < 0; 1 unscaled).
+// Then (scaled) the next block's words become current: cur = nxt.
+template <int kTPW, int NT, bool kScaled>
+__device__ __forceinline__ void promote(float (&acc)[kTPW][NT][4], float (&part)[kTPW][NT][4],
+                                        const int32_t (&srow)[kTPW][2], uint32_t (&cur)[kTPW][2],
+                                        const uint32_t (&nxt)[kTPW][2], int32_t scale_f32) {
+#pragma unroll
+  for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sc = !kScaled ? 1.f
+                       : srow[tt][h] < 0 ? 0.f
+                       : scale_f32 ? __uint_as_float(cur[tt][h])
+                                   : tc::ue8m0_f32(static_cast<uint8_t>(cur[tt][h]));
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          acc[tt][nt][2 * h + jj] = fmaf(part[tt][nt][2 * h + jj], sc, acc[tt][nt][2 * h + jj]);
+          part[tt][nt][2 * h + jj] = 0.f;
+        }
+    }
+  if constexpr (kScaled) {
+#pragma unroll
+    for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) cur[tt][h] = nxt[tt][h];
+  }
+}
+
+// acc[tt][nt][c] (weight tile tt, token tile nt; c = 0, 1: row g, tokens 2q, 2q+1; c = 2, 3: row
+// g + 8) and the block partials, zeroed.
+template <int kTPW, int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[kTPW][NT][4], float (&part)[kTPW][NT][4]) {
+#pragma unroll
+  for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[tt][nt][c] = part[tt][nt][c] = 0.f;
+}
+
+// The scale-row offsets of the lane's weight rows wrow0 + 16·tt + g + 8h (-1 for rows >= row_end
+// or unscaled weights; group rows start at grp_row0) and their raw words, zeroed.
+template <int kTPW, bool kScaled>
+__device__ __forceinline__ void init_scale_rows(int32_t (&srow)[kTPW][2], uint32_t (&cur)[kTPW][2],
+                                                uint32_t (&nxt)[kTPW][2], int64_t wrow0, int64_t row_end,
+                                                int64_t grp_row0, int64_t br, int64_t scale_cols, int g) {
+#pragma unroll
+  for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = wrow0 + tt * 16 + g + 8 * h;
+      srow[tt][h] = kScaled && row < row_end ? static_cast<int32_t>(((grp_row0 + row) / br) * scale_cols) : -1;
+      cur[tt][h] = nxt[tt][h] = 0;
+    }
+}
+
+// Raw scale words of block `base` (the split's first block + b) for the lane's rows (0 where
+// srow < 0): ue8m0 bytes or f32 bits.
+template <int kTPW>
+__device__ __forceinline__ void load_scale_words(uint32_t (&dst)[kTPW][2], const int32_t (&srow)[kTPW][2],
+                                                 const void* scale, int32_t scale_f32, int32_t base) {
+#pragma unroll
+  for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t v = 0;
+      if (srow[tt][h] >= 0) {
+        const int32_t idx = srow[tt][h] + base;
+        v = scale_f32 ? __float_as_uint(__ldg(static_cast<const float*>(scale) + idx))
+                      : static_cast<uint32_t>(__ldg(static_cast<const uint8_t*>(scale) + idx));
+      }
+      dst[tt][h] = v;
+    }
+}
+
+// The x split once per CTA: slot j's x (stages < nst, tokens < M, k < k_end; zeros elsewhere) →
+// dst [SPS stages][kTerms][rows][32 k] bf16, one 8-k piece per thread and step (piece = (stage,
+// token, 8-k group)); `rows` = the buffer's token rows (wa_kernel: kRows; wa2: M).
+template <int SPS, int kThreads>
+__device__ __forceinline__ void convert_terms(uint16_t* dst, const float* xsl, int xpf, int rows, int64_t M, int j,
+                                              int nst, int64_t k_begin, int64_t k_end, int tid) {
+  const int tstage = tcr::kTerms * rows * tc::kBK;
+  for (int piece = tid; piece < SPS * rows * 4; piece += kThreads) {
+    const int u = piece / (rows * 4), r = (piece / 4) % rows, c = piece % 4;
+    const int i = j * SPS + u;
+    uint4 t[tcr::kTerms];
+    if (i < nst && r < M && k_begin + static_cast<int64_t>(i) * tc::kBK + 8 * c < k_end) {
+      const float* xr = xsl + r * xpf + u * tc::kBK + 8 * c;
+      tcr::split_terms8(*reinterpret_cast<const float4*>(xr), *reinterpret_cast<const float4*>(xr + 4), t);
+    } else {
+#pragma unroll
+      for (int v = 0; v < tcr::kTerms; ++v) t[v] = make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int v = 0; v < tcr::kTerms; ++v)
+      *reinterpret_cast<uint4*>(dst + u * tstage + (v * rows + r) * tc::kBK + 8 * c) = t[v];
+  }
+}
+
+// acc → obase + m·ldo + row: token nt·8 + 2q + jj (< M), weight row wrow0 + 16·tt + g + 8h (< row_end).
+template <int kTPW, int NT>
+__device__ __forceinline__ void store_acc(float* obase, int64_t ldo, int64_t M, int64_t wrow0, int64_t row_end,
+                                          int g, int q, const float (&acc)[kTPW][NT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int64_t m = nt * 8 + 2 * q + jj;
+      if (m >= M) continue;
+      float* o = obase + m * ldo;
+#pragma unroll
+      for (int tt = 0; tt < kTPW; ++tt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = wrow0 + tt * 16 + g + 8 * h;
+          if (row < row_end) o[row] = acc[tt][nt][2 * h + jj];
+        }
+    }
+}
+
 // kRows: 8 (M <= 8: one n8 token tile) or 16 (two). kTPW: m16 weight tiles per warp (1 or 2).
 // kShare: x split into terms once per CTA (else per warp). The bits depend on none of them.
 // kFast: e4m3 weights through the short decode (linear_tc_wa_decode.h). kWide: 256 bytes of each
@@ -221,30 +367,12 @@ wa_kernel(const WaArgs p) {
   int32_t srow[kTPW][2];
   uint32_t cur[kTPW][2], nxt[kTPW][2];
   const int64_t wrow0 = n0 + warp * WR;
-#pragma unroll
-  for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = wrow0 + tt * 16 + g + 8 * h;
-      srow[tt][h] = kScaled && row < N ? static_cast<int32_t>(((grp * N + row) / p.br) * p.scale_cols) : -1;
-      cur[tt][h] = nxt[tt][h] = 0;
-    }
+  init_scale_rows<kTPW, kScaled>(srow, cur, nxt, wrow0, N, grp * N, p.br, p.scale_cols, g);
   const int spb = static_cast<int>(p.bc / tc::kBK);          // stages per scale block
   const int nblk = (nst + spb - 1) / spb;
   const int32_t kb0 = static_cast<int32_t>(k_begin / p.bc);  // first scale block of this split
   auto load_scales = [&](int b, uint32_t (&dst)[kTPW][2]) {
-#pragma unroll
-    for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t v = 0;
-        if (srow[tt][h] >= 0) {
-          const int32_t idx = srow[tt][h] + kb0 + b;
-          v = p.scale_f32 ? __float_as_uint(__ldg(static_cast<const float*>(p.scale) + idx))
-                          : static_cast<uint32_t>(__ldg(static_cast<const uint8_t*>(p.scale) + idx));
-        }
-        dst[tt][h] = v;
-      }
+    load_scale_words<kTPW>(dst, srow, p.scale, p.scale_f32, kb0 + b);
   };
   if constexpr (kScaled) {
     if (nblk > 0) load_scales(0, cur);
@@ -262,33 +390,11 @@ wa_kernel(const WaArgs p) {
   // kShare: slot j's x (stages < nst, tokens < M, k < k_end; zeros elsewhere) → term buffer
   // j & 1, one 8-k piece per thread and step (piece = (stage, token, 8-k group)).
   auto convert_slot = [&](int j, const float* xsl) {
-    uint16_t* dst = tbuf + (j & 1) * SPS * kTermStage;
-    for (int piece = tid; piece < SPS * kRows * 4; piece += kThreads) {
-      const int u = piece / (kRows * 4), r = (piece / 4) % kRows, c = piece % 4;
-      const int i = j * SPS + u;
-      uint4 t[kTerms];
-      if (i < nst && r < M && k_begin + static_cast<int64_t>(i) * tc::kBK + 8 * c < k_end) {
-        const float* xr = xsl + r * xpf + u * tc::kBK + 8 * c;
-        split_terms8(*reinterpret_cast<const float4*>(xr), *reinterpret_cast<const float4*>(xr + 4), t);
-      } else {
-#pragma unroll
-        for (int v = 0; v < kTerms; ++v) t[v] = make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int v = 0; v < kTerms; ++v)
-        *reinterpret_cast<uint4*>(dst + u * kTermStage + (v * kRows + r) * tc::kBK + 8 * c) = t[v];
-    }
+    convert_terms<SPS, kThreads>(tbuf + (j & 1) * SPS * kTermStage, xsl, xpf, kRows, M, j, nst, k_begin, k_end, tid);
   };
 
-  // acc[tt][nt][c]: weight tile tt, token tile nt; c = 0, 1: row g, tokens 2q, 2q+1; c = 2, 3:
-  // row g + 8.
-  float acc[kTPW][NT][4], part[kTPW][NT][4];
-#pragma unroll
-  for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[tt][nt][c] = part[tt][nt][c] = 0.f;
+  float acc[kTPW][NT][4], part[kTPW][NT][4];  // zero_acc's layout
+  zero_acc<kTPW, NT>(acc, part);
 
   const bool warp_has_rows = wrow0 < N;  // warp-uniform
   int blk = 0, left = spb;               // current scale block, its stages still to run
@@ -338,43 +444,12 @@ wa_kernel(const WaArgs p) {
               d[h][0][0] = d[h][0][1] = d[h][1][0] = d[h][1][1] = 0u;
             }
           }
-          // Per accumulator: k-step 0 terms x_2, x_1, x_0, then k-step 1 (linear_tc's order).
-#pragma unroll
-          for (int ks = 0; ks < 2; ++ks)
-#pragma unroll
-            for (int t = kTerms - 1; t >= 0; --t)
-#pragma unroll
-              for (int nt = 0; nt < NT; ++nt) {
-                const uint4 xv = xb[nt][t];
-                tc::mma_bf16(part[tt][nt], d[0][ks][0], d[1][ks][0], d[0][ks][1], d[1][ks][1],
-                             ks ? xv.z : xv.x, ks ? xv.w : xv.y);
-              }
+          tile_mmas<NT>(part[tt], d, xb);  // linear_tc's order
         }
       }
       if (--left == 0 || i == nst - 1) {  // last stage of the block (or split): promote
-#pragma unroll
-        for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float sc = !kScaled ? 1.f
-                             : srow[tt][h] < 0 ? 0.f
-                             : p.scale_f32 ? __uint_as_float(cur[tt][h])
-                                           : tc::ue8m0_f32(static_cast<uint8_t>(cur[tt][h]));
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-              for (int jj = 0; jj < 2; ++jj) {
-                acc[tt][nt][2 * h + jj] = fmaf(part[tt][nt][2 * h + jj], sc, acc[tt][nt][2 * h + jj]);
-                part[tt][nt][2 * h + jj] = 0.f;
-              }
-          }
-        if constexpr (kScaled) {
-#pragma unroll
-          for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) cur[tt][h] = nxt[tt][h];
-          if (blk + 2 < nblk) load_scales(blk + 2, nxt);
-        }
+        promote<kTPW, NT, kScaled>(acc, part, srow, cur, nxt, p.scale_f32);
+        if (kScaled && blk + 2 < nblk) load_scales(blk + 2, nxt);
         ++blk;
         left = spb;
       }
@@ -393,21 +468,454 @@ wa_kernel(const WaArgs p) {
 
   // acc → out (or split plane blockIdx.y of the workspace): token nt·8 + 2q + jj, weight row
   // wrow0 + 16·tt + g + 8h.
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int64_t m = nt * 8 + 2 * q + jj;
-      if (m >= M) continue;
-      float* o = p.out + blockIdx.y * p.split_stride + m * p.ldo + grp * N;
-#pragma unroll
-      for (int tt = 0; tt < kTPW; ++tt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t row = wrow0 + tt * 16 + g + 8 * h;
-          if (row < N) o[row] = acc[tt][nt][2 * h + jj];
-        }
-    }
+  store_acc<kTPW, NT>(p.out + blockIdx.y * p.split_stride + grp * N, p.ldo, M, wrow0, N, g, q, acc);
 }
 
 }  // namespace deepinfer::cuda::kernels::tcw
+
+// ================================================================================================
+// Session 10 (DEEPINFER_SMALL_LINEAR=x1..x4): "wa2" — the same per-element arithmetic as
+// wa_kernel above (so linear_tc's bits), with a different memory side:
+//  - a table of up to kMaxProj projections of one x (linear_multi under --batch-invariant: one
+//    launch for wq_a + wkv + ...; a grouped linear is one entry with G groups), each with its own
+//    N and its own k_split (the one linear_tc_k_split gives it alone, so every output keeps the
+//    bits of a single linear_tc call);
+//  - work items (projection, group, BN-row tile, split) taken by a persistent grid (CTA b: items
+//    b, b + gridDim.x, ..); the ring keeps streaming across items: the refill after a slot is
+//    the CTA's next slot in item order, also when that belongs to its next item, so a CTA has
+//    D slots in flight from its first to its last byte (no per-CTA ramp, no waves);
+//  - ring slots of kRowBytes (128) bytes of each weight row, stored unpadded: filled by 16-byte
+//    cp.async with the chunks of row r XOR-swizzled by swz(r), or (kTma) by 2-D TMA boxes of one
+//    k32 stage each (conflict-free fragment reads either way, no pitch padding);
+//  - the split partials summed by the LAST CTA of a (group, tile) to finish (a per-tile counter,
+//    fused reduce: no second launch), in split order with the same adds as
+//    tcr::split_reduce_pdl (v = ws[0]; v = v + ws[z], z ascending), or by one separate reduce
+//    launch over every projection (wa2_reduce_kernel: Wa2Options::fused_reduce off, or too few
+//    counters). H200: the fused sums gain ~1 us at M = 1 and lose beyond (the last CTA's loads are
+//    serial L2 round trips: wq_a M = 16 31 vs 16.5 us), so CudaBackend fuses them at M = 1 only.
+// The counters live in a __device__ array (zero at module load; the last CTA of a tile resets its
+// counter to 0), so two wa2 launches with fused reduce must not run concurrently on one device
+// (stream order, PDL included, is fine: a launch touches counters only after griddepcontrol.wait).
+// ================================================================================================
+namespace deepinfer::cuda::kernels::tcw2 {
+
+constexpr int kMaxProj = 8;
+constexpr int kMaxSlots = 14;
+constexpr int kBarBytes = 256;  // full[kMaxSlots], empty[kMaxSlots], the "last CTA" flag
+
+struct Proj {
+  const uint8_t* w = nullptr;   // [G·N, K] stored (group g: rows g·N ..)
+  const void* scale = nullptr;  // [ceil(G·N / br), scale_cols] or null (bf16)
+  const float* x = nullptr;     // row m of group g's x at x + m·lda + g·K
+  float* out = nullptr;         // row m of group g's out at out + m·ldo + g·N
+  float* ws = nullptr;          // split partial z at ws + z·plane (same row / column layout)
+  int64_t N = 0, G = 1, lda = 0, ldo = 0, plane = 0, k_split = 0;
+  int32_t splits = 1, ntiles = 0, scale_cols = 0;
+  int32_t item0 = 0;            // first item of this projection
+  int32_t counter0 = 0;         // first tile counter (fused reduce; splits > 1 only)
+};
+
+struct Args {
+  // kTma: a 2-D tensor map per projection over its [G·N rows, K] weight (box: one k32 stage of
+  // BN rows, no swizzle, L2 promotion 256 B), filled by the host.
+  CUtensorMap tmap[kMaxProj];
+  Proj p[kMaxProj];
+  int32_t nproj = 0, items = 0;
+  int64_t M = 0, K = 0, br = 1, bc = tc::kPromoteUnscaled;
+  int32_t scale_f32 = 0;
+  int32_t slots = 2, slot_bytes = 0, x_pitch = 0;
+  int32_t fused = 0;             // 1: the last CTA of a tile sums its splits
+  // 1 (one projection, G = 1, one split): CTA b takes the m16 row tiles
+  // [b·T / grid, (b + 1)·T / grid) (T = ceil(N / 16)) in items of up to BN rows — balanced to one
+  // tile instead of one BN-row item (the head: 1,010 items on 528 CTAs).
+  int32_t balanced = 0;
+  unsigned* counters = nullptr;  // fused: [total tiles with splits > 1], zero between launches
+};
+
+template <int kFmt> struct Fmt;
+template <> struct Fmt<0> { static constexpr int kSRB = 64; };  // bf16: bytes of a row per k32 stage
+template <> struct Fmt<1> { static constexpr int kSRB = 32; };  // e4m3
+template <> struct Fmt<2> { static constexpr int kSRB = 16; };  // e2m1
+
+// Swizzle of row r's 16-byte chunks: c → c ^ swz(r). A fragment read (row g / g + 8, stage u,
+// lane q) touches chunk u·CPS + q·CPS/4 (CPS = chunks per stage and row); the rows one load
+// phase reads (bf16: 2 rows of 64 bytes, e4m3: 4 of 32, e2m1: 8 of 16) land in distinct 16-byte
+// bank groups of a 128-byte line.
+template <int kFmt>
+__device__ __forceinline__ int swz(int r) {
+  constexpr int CPS = Fmt<kFmt>::kSRB / 16;
+  return (r & (8 / CPS - 1)) * CPS;
+}
+
+// One work item: projection, group, split, BN-row tile.
+struct Item {
+  int pj;
+  int64_t grp, z, n0, n_end, k_begin, k_end;  // rows [n0, n_end) of group grp, split z
+  int nst, nslots;
+};
+
+// Items of CTA b: strided (b, b + grid, ..) or, balanced, its own row range.
+__device__ __forceinline__ int cta_items(const Args& a, int bn) {
+  if (a.balanced) {
+    const int64_t T = (a.p[0].N + 15) / 16;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x) * T / gridDim.x;
+    const int64_t t1 = static_cast<int64_t>(blockIdx.x + 1) * T / gridDim.x;
+    return static_cast<int>((16 * (t1 - t0) + bn - 1) / bn);
+  }
+  return blockIdx.x < static_cast<unsigned>(a.items)
+             ? static_cast<int>((a.items - 1 - static_cast<int64_t>(blockIdx.x)) / gridDim.x + 1)
+             : 0;
+}
+
+template <int BN, int SK>
+__device__ __forceinline__ Item decode_item(const Args& a, int li) {
+  if (a.balanced) {
+    const Proj& P = a.p[0];
+    const int64_t T = (P.N + 15) / 16;
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x) * T / gridDim.x;
+    const int64_t t1 = static_cast<int64_t>(blockIdx.x + 1) * T / gridDim.x;
+    Item it;
+    it.pj = 0;
+    it.grp = 0;
+    it.z = 0;
+    it.n0 = 16 * t0 + static_cast<int64_t>(li) * BN;
+    const int64_t lim = 16 * t1 < P.N ? 16 * t1 : P.N;
+    it.n_end = it.n0 + BN < lim ? it.n0 + BN : lim;
+    it.k_begin = 0;
+    it.k_end = a.K;
+    it.nst = static_cast<int>((a.K + tc::kBK - 1) / tc::kBK);
+    it.nslots = static_cast<int>((a.K + SK - 1) / SK);
+    return it;
+  }
+  const int item = static_cast<int>(blockIdx.x) + li * static_cast<int>(gridDim.x);
+  int pj = 0;
+#pragma unroll 1
+  while (pj + 1 < a.nproj && item >= a.p[pj + 1].item0) ++pj;
+  const Proj& P = a.p[pj];
+  const int64_t local = item - P.item0;
+  const int64_t per_split = P.G * P.ntiles;
+  Item it;
+  it.pj = pj;
+  it.z = local / per_split;
+  const int64_t r = local % per_split;
+  it.grp = r / P.ntiles;
+  it.n0 = (r % P.ntiles) * BN;
+  it.n_end = it.n0 + BN < P.N ? it.n0 + BN : P.N;
+  it.k_begin = it.z * P.k_split;
+  it.k_end = it.k_begin + P.k_split < a.K ? it.k_begin + P.k_split : a.K;
+  it.nst = it.k_end > it.k_begin ? static_cast<int>((it.k_end - it.k_begin + tc::kBK - 1) / tc::kBK) : 0;
+  it.nslots = it.k_end > it.k_begin ? static_cast<int>((it.k_end - it.k_begin + SK - 1) / SK) : 0;
+  return it;
+}
+
+// kRows 8 / 16 (token tiles), kTPW m16 weight tiles per warp, kWarps warps, kRowBytes bytes of
+// each row per slot (a multiple of 128), kMinCtas the launch bounds' CTAs per SM. The x split is
+// once per CTA and slot (wa_kernel's kShare); the bits depend on none of these.
+// One 2-D TMA box (k coordinate c0 in elements, row c1) into shared dst, completing on bar.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int32_t c0, int32_t c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          tc::smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(tc::smem_u32(bar))
+      : "memory");
+}
+
+// kTma: the weight part of a slot filled by 2-D TMA boxes (thread 0: expect_tx, then one box
+// per k32 stage: BN rows × SRB bytes, stored densely box after box — row r of stage u at
+// u·BN·SRB + r·SRB, so the fragment reads are conflict-free without a swizzle) instead of every
+// thread's 16-byte cp.async (H200: the head at 84 % of copy vs ~70 %: cp.async tops out at the
+// per-SM limit on outstanding requests).
+template <int kFmt, int kRows, int kTPW, int kWarps, int kRowBytes, int kMinCtas, bool kTma = false>
+__global__ void __launch_bounds__(kWarps * 32, kMinCtas) wa2_kernel(const __grid_constant__ Args a) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int SRB = Fmt<kFmt>::kSRB;
+  constexpr int SPS = kRowBytes / SRB;      // k32 stages per slot
+  constexpr int SK = SPS * tc::kBK;         // k per slot
+  constexpr int NT = kRows / 8;
+  constexpr int WR = kTPW * 16;
+  constexpr int BN = kWarps * WR;
+  constexpr bool kScaled = kFmt != 0;
+  constexpr int kWBytes = BN * kRowBytes;
+  constexpr int EPC = kFmt == 0 ? 8 : kFmt == 1 ? 16 : 32;  // weight elements per 16 bytes
+  constexpr int WPR = kRowBytes / 16;                       // 16-byte chunks per row and slot
+  constexpr int XPR = SK * 4 / 16;                          // 16-byte pieces per x row and slot
+  static_assert(kRowBytes % 128 == 0, "swizzle needs 8 chunks per row");
+  static_assert((WR * WPR) % 32 == 0, "whole warp copies");
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem);
+  uint64_t* empty = full + kMaxSlots;
+  int* last_flag = reinterpret_cast<int*>(empty + kMaxSlots);
+  uint8_t* ring = smem + kBarBytes;
+  uint16_t* tbuf = reinterpret_cast<uint16_t*>(ring + static_cast<int64_t>(a.slots) * a.slot_bytes);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const int D = a.slots;
+  const int64_t M = a.M;
+  const int xpf = a.x_pitch / 4;
+  // Term buffer [2][SPS stages][kTerms][M tokens][32 k] bf16 (only the M real tokens: the B
+  // fragments of tokens >= M are zeros made in registers).
+  const int tstage = tcr::kTerms * static_cast<int>(M) * tc::kBK;
+  const int mrows = static_cast<int>(M);
+
+  if (tid == 0) {
+    for (int s = 0; s < D; ++s) {
+      tcr::mbar_init(full + s, kThreads + (kTma ? 1 : 0));
+      tcr::mbar_init(empty + s, kWarps);
+    }
+    tcr::mbar_fence_init();
+  }
+  __syncthreads();
+
+  auto cp_w = [&](const Item& it, int j, int s) {
+    if constexpr (kTma) {
+      if (tid == 0) {
+        uint8_t* dst = ring + static_cast<int64_t>(s) * a.slot_bytes;
+        tcr::mbar_arrive_expect(full + s, static_cast<uint32_t>(kRowBytes * BN));
+        const int32_t k0 = static_cast<int32_t>(it.k_begin + static_cast<int64_t>(j) * SK);
+        const int32_t row = static_cast<int32_t>(it.grp * a.p[it.pj].N + it.n0);
+#pragma unroll
+        for (int u = 0; u < SPS; ++u) tma_load_2d(dst + u * BN * SRB, &a.tmap[it.pj], k0 + u * tc::kBK, row, full + s);
+      }
+      return;
+    }
+    const Proj& P = a.p[it.pj];
+    const int64_t row_bytes = tc::w_bytes<kFmt>(a.K);
+    const uint8_t* wb = P.w + row_bytes * (it.grp * P.N);
+    const int64_t k0 = it.k_begin + static_cast<int64_t>(j) * SK;
+    uint8_t* dst = ring + static_cast<int64_t>(s) * a.slot_bytes;
+#pragma unroll
+    for (int t = 0; t < WR * WPR / 32; ++t) {
+      const int piece = lane + 32 * t, r = warp * WR + piece / WPR, c = piece % WPR;
+      const int64_t k = k0 + c * EPC;
+      if (it.n0 + r < it.n_end && k < it.k_end)
+        tc::cp_async16(dst + r * kRowBytes + ((c ^ swz<kFmt>(r)) << 4),
+                       wb + (it.n0 + r) * row_bytes + tc::w_bytes<kFmt>(k), 16);
+    }
+  };
+  auto cp_x = [&](const Item& it, int j, int s) {
+    const Proj& P = a.p[it.pj];
+    const float* xg = P.x + it.grp * a.K;
+    const int64_t k0 = it.k_begin + static_cast<int64_t>(j) * SK;
+    uint8_t* dst = ring + static_cast<int64_t>(s) * a.slot_bytes + kWBytes;
+    for (int piece = tid; piece < M * XPR; piece += kThreads) {
+      const int m = piece / XPR, c = piece % XPR;
+      const int64_t k = k0 + 4 * c;
+      if (k < it.k_end) tc::cp_async16(dst + m * a.x_pitch + c * 16, xg + m * P.lda + k, 16);
+    }
+  };
+
+  // Fill cursor: the CTA's slots in item order (CTA-local items 0 .. my_items - 1).
+  const int my_items = cta_items(a, BN);
+  int f_li = 0, f_j = 0;
+  Item f_it;
+  if (my_items > 0) f_it = decode_item<BN, SK>(a, 0);
+  auto advance = [&](int& li, int& j, Item& it) {  // one slot on
+    if (++j >= it.nslots) {
+      j = 0;
+#pragma unroll 1
+      while (++li < my_items) {
+        it = decode_item<BN, SK>(a, li);
+        if (it.nslots > 0) break;
+      }
+    }
+  };
+  if (my_items > 0 && f_it.nslots == 0) {
+    f_j = -1;
+    advance(f_li, f_j, f_it);
+  }
+  // Prologue: the first D slots' weights before griddepcontrol.wait (immutable), their x after.
+  const int st_li = f_li, st_j = f_j;
+  const Item st_it = f_it;
+  int pro = 0;
+  for (; pro < D && f_li < my_items; ++pro) {
+    cp_w(f_it, f_j, pro);
+    advance(f_li, f_j, f_it);
+  }
+  pdl::wait();
+  {
+    int i2 = st_li, j2 = st_j;
+    Item it2 = st_it;
+    for (int s = 0; s < pro; ++s) {
+      cp_x(it2, j2, s);
+      tcr::cp_async_arrive(full + s);
+      advance(i2, j2, it2);
+    }
+  }
+  if (f_li >= my_items) pdl::launch_dependents();
+
+  // kShare's x split of slot (item it, j) into term buffer `buf`.
+  auto convert_slot = [&](const Item& it, int j, const float* xsl, int buf) {
+    tcw::convert_terms<SPS, kThreads>(tbuf + buf * SPS * tstage, xsl, xpf, mrows, M, j, it.nst, it.k_begin,
+                                      it.k_end, tid);
+  };
+
+  int c_seq = 0;  // slots consumed so far (ring slot c_seq % D, phase (c_seq / D) & 1)
+#pragma unroll 1
+  for (int li = 0; li < my_items; ++li) {
+    const Item it = decode_item<BN, SK>(a, li);
+    const Proj& P = a.p[it.pj];
+    const int64_t N = P.N;
+    const int64_t wrow0 = it.n0 + warp * WR;
+    int32_t srow[kTPW][2];
+    uint32_t cur[kTPW][2], nxt[kTPW][2];
+    tcw::init_scale_rows<kTPW, kScaled>(srow, cur, nxt, wrow0, it.n_end, it.grp * N, a.br, P.scale_cols, g);
+    const int spb = static_cast<int>(a.bc / tc::kBK);
+    const int nblk = (it.nst + spb - 1) / spb;
+    const int32_t kb0 = static_cast<int32_t>(it.k_begin / a.bc);
+    auto load_scales = [&](int b, uint32_t (&dst)[kTPW][2]) {
+      tcw::load_scale_words<kTPW>(dst, srow, P.scale, a.scale_f32, kb0 + b);
+    };
+    if constexpr (kScaled) {
+      if (nblk > 0) load_scales(0, cur);
+      if (nblk > 1) load_scales(1, nxt);
+    }
+    float acc[kTPW][NT][4], part[kTPW][NT][4];
+    tcw::zero_acc<kTPW, NT>(acc, part);
+    const bool warp_has_rows = wrow0 < it.n_end;
+    int blk = 0, left = spb;
+#pragma unroll 1
+    for (int j = 0; j < it.nslots; ++j, ++c_seq) {
+      const int s = c_seq % D;
+      const uint32_t ph = static_cast<uint32_t>((c_seq / D) & 1);
+      tcr::mbar_wait(full + s, ph);
+      const uint8_t* wsl = ring + static_cast<int64_t>(s) * a.slot_bytes;
+      const float* xsl = reinterpret_cast<const float*>(wsl + kWBytes);
+      convert_slot(it, j, xsl, c_seq & 1);
+      asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+      const uint16_t* tsl = tbuf + (c_seq & 1) * SPS * tstage;
+#pragma unroll
+      for (int u = 0; u < SPS; ++u) {
+        const int i = j * SPS + u;
+        if (i >= it.nst) break;
+        const bool k_ok = it.k_begin + static_cast<int64_t>(i) * tc::kBK + 8 * q < it.k_end;
+        if (warp_has_rows) {
+          uint4 xb[NT][tcr::kTerms];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int m = nt * 8 + g;
+            if (m < M) {
+#pragma unroll
+              for (int t = 0; t < tcr::kTerms; ++t)
+                xb[nt][t] = *reinterpret_cast<const uint4*>(tsl + u * tstage + (t * mrows + m) * tc::kBK + 8 * q);
+            } else {
+#pragma unroll
+              for (int t = 0; t < tcr::kTerms; ++t) xb[nt][t] = make_uint4(0u, 0u, 0u, 0u);
+            }
+          }
+#pragma unroll
+          for (int tt = 0; tt < kTPW; ++tt) {
+            uint32_t d[2][2][2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = warp * WR + tt * 16 + g + 8 * h;
+              if (k_ok && it.n0 + r < it.n_end) {
+                const int byte = u * SRB + q * (SRB / 4);
+                if constexpr (kTma) {
+                  tcw::load_row<kFmt>(wsl + (u * BN + r) * SRB + q * (SRB / 4), d[h]);
+                } else {
+                  const int chunk = (byte >> 4) ^ swz<kFmt>(r);
+                  tcw::load_row<kFmt>(wsl + r * kRowBytes + (chunk << 4) + (byte & 15), d[h]);
+                }
+              } else {
+                d[h][0][0] = d[h][0][1] = d[h][1][0] = d[h][1][1] = 0u;
+              }
+            }
+            tcw::tile_mmas<NT>(part[tt], d, xb);
+          }
+        }
+        if (--left == 0 || i == it.nst - 1) {
+          tcw::promote<kTPW, NT, kScaled>(acc, part, srow, cur, nxt, a.scale_f32);
+          if (kScaled && blk + 2 < nblk) load_scales(blk + 2, nxt);
+          ++blk;
+          left = spb;
+        }
+      }
+      __syncwarp();
+      if (lane == 0) tcr::mbar_arrive(empty + s);
+      if (f_li < my_items) {  // refill this slot with the CTA's next slot once every warp read it
+        tcr::mbar_wait(empty + s, ph);
+        cp_w(f_it, f_j, s);
+        cp_x(f_it, f_j, s);
+        tcr::cp_async_arrive(full + s);
+        advance(f_li, f_j, f_it);
+        if (f_li >= my_items) pdl::launch_dependents();
+      }
+    }
+
+    // acc → out (one split) or split plane z of the workspace.
+    const bool split = P.splits > 1;
+    tcw::store_acc<kTPW, NT>((split ? P.ws + it.z * P.plane : P.out) + it.grp * N, P.ldo, M, wrow0, it.n_end, g, q,
+                             acc);
+    if (split && a.fused) {
+      // The last CTA of this (group, tile) to get here sums the tile's splits in split order.
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) {
+        unsigned* ctr = a.counters + P.counter0 + it.grp * P.ntiles + it.n0 / BN;
+        const unsigned old = atomicAdd(ctr, 1u);
+        const int last = old + 1 == static_cast<unsigned>(P.splits);
+        if (last) atomicExch(ctr, 0u);
+        *last_flag = last;
+      }
+      __syncthreads();
+      if (*last_flag) {
+        __threadfence();
+        const int64_t rows = it.n_end - it.n0;
+        const float* wsb = P.ws + it.grp * N + it.n0;
+        float* ob = P.out + it.grp * N + it.n0;
+        // The loads of up to 32 splits issued before their adds (one L2 round trip for the
+        // V4 plans' <= 32 splits); the adds in split order.
+        for (int64_t e = tid; e < M * rows; e += kThreads) {
+          const int64_t m = e / rows, r = e % rows, off = m * P.ldo + r;
+          float v = 0.f;
+#pragma unroll 1
+          for (int32_t z0 = 0; z0 < P.splits; z0 += 32) {
+            float t[32];
+#pragma unroll
+            for (int u = 0; u < 32; ++u) t[u] = z0 + u < P.splits ? __ldcg(wsb + (z0 + u) * P.plane + off) : 0.f;
+#pragma unroll
+            for (int u = 0; u < 32; ++u)
+              if (z0 + u < P.splits) v = z0 + u == 0 ? t[u] : v + t[u];
+          }
+          ob[off] = v;
+        }
+      }
+      __syncthreads();  // last_flag is rewritten by the next item
+    }
+  }
+  pdl::launch_dependents();
+}
+
+// The split sums of every projection with splits > 1 in one launch (when not fused): entry e
+// covers blocks [b0[e], b0[e + 1]) over its M·G·N contiguous elements; the adds of
+// tcr::split_reduce_pdl (v = ws[0]; v = v + ws[z], z ascending).
+struct ReduceArgs {
+  const float* ws[kMaxProj];
+  float* out[kMaxProj];
+  int64_t n[kMaxProj];
+  int32_t splits[kMaxProj];
+  int32_t b0[kMaxProj + 1];
+  int32_t count = 0;
+};
+
+template <int kUnused = 0>
+__global__ void __launch_bounds__(256) wa2_reduce_kernel(const __grid_constant__ ReduceArgs r) {
+  pdl::wait();
+  int e = 0;
+  while (e + 1 < r.count && static_cast<int32_t>(blockIdx.x) >= r.b0[e + 1]) ++e;
+  const int64_t i = static_cast<int64_t>(blockIdx.x - r.b0[e]) * blockDim.x + threadIdx.x;
+  if (i >= r.n[e]) return;
+  const float* ws = r.ws[e];
+  float v = 0.f;
+  for (int64_t z0 = 0; z0 < r.splits[e]; z0 += 8) {
+    float t[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) t[u] = z0 + u < r.splits[e] ? __ldg(ws + (z0 + u) * r.n[e] + i) : 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (z0 + u < r.splits[e]) v = z0 + u == 0 ? t[u] : v + t[u];
+  }
+  r.out[e][i] = v;
+}
+
+}  // namespace deepinfer::cuda::kernels::tcw2

@@ -49,4 +49,69 @@ void linear_tc_wa_decode_table(uint32_t* out, cudaStream_t s);
 void linear_tc_wa_mma_probe(const uint16_t* x, const uint16_t* w, int trials, int steps, float* out_n,
                             float* out_t, cudaStream_t s);
 
+// ---- Session 10: wa2 (linear_tc_wa.cuh, DEEPINFER_SMALL_LINEAR=x1..x4) ------------------------
+// linear_tc_wa's arithmetic (so linear_tc's bits, per output element) with a persistent grid, a
+// ring that streams across work items (cp.async 16-byte pieces into swizzled slots, or 2-D TMA
+// boxes), a table of up to kLinearTcWa2MaxProj projections of one x (linear_multi: one launch for
+// several weights) and, optionally, the split partials summed by the last CTA of each tile (no
+// second launch) — see the header of tcw2 in linear_tc_wa.cuh.
+constexpr int kLinearTcWa2MaxProj = 8;
+
+// One projection: out [M, G·N] = x [M, G·K] · deq(w [G·N, K])ᵀ per group, with its own k_split
+// (linear_tc_k_split for this weight alone: then its bits are linear_tc's for that weight).
+struct WaProjection {
+  const void* w = nullptr;
+  const void* scale = nullptr;  // null for bf16
+  const float* x = nullptr;     // x row m, group g at x + m·lda + g·K (16-byte aligned)
+  int64_t lda = 0;
+  float* out = nullptr;         // [M, G·N], contiguous
+  int64_t N = 0, G = 1, k_split = 0;
+};
+
+// Memory side (the bits depend on neither): CTAs of 4 warps × 2 m16 weight tiles (128 rows),
+// 128 bytes of each weight row per ring slot, the ring sized for Wa2Options::ctas_per_sm.
+enum class Wa2Geometry {
+  kSmall,     // slots filled by every thread's 16-byte cp.async (XOR-swizzled rows)
+  kTmaSmall,  // slots filled by 2-D TMA boxes of one k32 stage × 128 rows (one thread issues them)
+};
+struct Wa2Options {
+  Wa2Geometry geom = Wa2Geometry::kSmall;
+  bool fused_reduce = true;  // the last CTA of a tile sums its splits (else one reduce launch)
+  bool pdl = true;           // programmatic dependent launch (pdl.cuh)
+  int ctas_per_sm = 4;       // 1..4: the ring is sized for this many CTAs per SM (4: ~56 KB each)
+};
+
+// DEEPINFER_SMALL_LINEAR's session-10 variants (CudaBackend::linear / linear_multi): 1..4 for
+// "x1".."x4", 0 for every other value.
+int linear_tc_wa2_variant(const char* small_linear);
+// Whether variant v runs a single product of `rows` weight rows (all groups) × K at M rows on
+// wa2 (else linear_tc_wa, as `w`): x1, x2 and x4 the bf16 head (>= 16 M elements), x3 nothing.
+bool linear_tc_wa2_takes_single(int variant, int fmt, int64_t rows, int64_t K, int64_t M);
+// The options variant v uses for such a product (or a linear_multi group whose largest weight
+// has `rows` rows): the head on kTmaSmall, linear_multi's groups on kSmall; the split sums in the
+// kernel at M = 1 only (beyond, the last CTA's sums are latency-bound), never with x4.
+Wa2Options linear_tc_wa2_options(int variant, int fmt, int64_t rows, int64_t K, int64_t M);
+// Whether variant v fuses linear_multi's projections under --batch-invariant (x2, x3, x4; x1 is
+// the head alone) at M rows (M <= 16), and whether a weight of rows × K may join a fused group
+// (< 16 M elements: the large FP8 ones measured slower fused).
+bool linear_tc_wa2_fuses_multi(int variant, int64_t M);
+bool linear_tc_wa2_multi_member(int64_t rows, int64_t K);
+
+// Whether wa2 takes these projections: 1..kLinearTcWa2MaxProj of them, fmt 0 (bf16) or 1 (e4m3;
+// all with the same scale dtype and block shape), each linear_tc_wa_supported at this M, K with
+// k_split a positive multiple of 32 and of block_cols (scaled), G·N ≥ 1, out 16-byte aligned.
+bool linear_tc_wa2_supported(int fmt, const WaProjection* p, int n, int64_t M, int64_t K,
+                             int64_t block_cols);
+// Floats of workspace linear_tc_wa2 needs: [splits, M, G·N] per projection with k_split < K,
+// one after the other (0 when none is split).
+int64_t linear_tc_wa2_workspace_floats(const WaProjection* p, int n, int64_t M, int64_t K);
+// Launches the product (and, without fused_reduce, one reduce launch). Returns false, launching
+// nothing, when linear_tc_wa2_supported is false or o.ctas_per_sm is not 1..4. With fused_reduce, tile counters in a
+// __device__ array are used: two such launches must not run concurrently on one device (stream
+// order, PDL included, is fine); when a call would need more counters than there are, the
+// separate reduce launch is used instead.
+bool linear_tc_wa2(int fmt, const WaProjection* p, int n, bool scale_f32, int64_t M, int64_t K,
+                   int64_t block_rows, int64_t block_cols, float* workspace, cudaStream_t s,
+                   const Wa2Options& o);
+
 }  // namespace deepinfer::cuda::kernels
