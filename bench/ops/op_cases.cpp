@@ -237,24 +237,29 @@ Status attention(Family& f) {
     for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
               flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-    // Each kernel forced (simt: attention.cu, fd: the split-key kernel
-    // attention_fd.cu with the default plan for this batch), GB/s counting only the KV rows the
-    // lists read (nnz rows of 512 fp32: the attention kernel's own roofline; the % column is of
-    // the copy ceiling measured in the same run). The shape column of the fd rows names the plan.
+    // Each kernel forced (simt: attention.cu, fd: the split-key kernel attention_fd.cu, x3 / x4:
+    // its session-10 wgmma variants in attention_x4.cu — a producer warpgroup; x4: its loads
+    // staged by cp.async — all with the default plan),
+    // GB/s counting only the KV rows the lists read (nnz rows of 512 fp32: the attention kernel's
+    // own roofline; the % column is of the copy ceiling measured in the same run). The shape
+    // column of the split-key rows names the plan.
     const double kv_bytes = kF * double(nnz) * m.head_dim;
     namespace ck = cuda::kernels;
-    struct Forced { int kernel; const char* suffix; };
-    const Forced forced[] = {{ck::kAttentionSimt, " KV bytes [simt]"},
-                             {ck::kAttentionFd, " KV bytes [fd]"}};
-    for (const auto& [kernel, suffix] : forced) {
+    int dev = 0, sms = 0;  // the plan the backend makes (its SM count is this device's)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      sms = 132;
+    struct Forced { int kernel, variant; const char* suffix; };
+    const Forced forced[] = {{ck::kAttentionSimt, -1, " KV bytes [simt]"},
+                             {ck::kAttentionFd, 0, " KV bytes [fd]"},
+                             {ck::kAttentionFd, 3, " KV bytes [x3]"},
+                             {ck::kAttentionFd, 4, " KV bytes [x4]"}};
+    for (const auto& [kernel, variant, suffix] : forced) {
       const std::string op = std::string(kd.name) + suffix;
       if (!f.wanted(op)) continue;
       std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz));
       if (kernel == ck::kAttentionFd) {
-        int dev = 0, sms = 0;  // the plan the backend makes (its SM count is this device's)
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-          sms = 132;
+        ck::set_attention_fd_variant_override(variant);
         const ck::AttentionFdPlan plan =
             ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
         shape += cat(" units ", std::to_string(plan.grid_units), " x ",
@@ -264,28 +269,31 @@ Status attention(Family& f) {
       f.measure(op, shape, kv_bytes, flops,
                 [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
       ck::set_attention_kernel_override(-1);
+      ck::set_attention_fd_variant_override(-1);
     }
     // Session 8: other cuts of the default plan (decode, batch <= 16), to calibrate the plan's
-    // makespan model: "[fd cut N]" = N chunks (16 keys) per unit.
+    // makespan model: "[fd cut N]" / "[x4 cut N]" = N chunks (16 keys) per unit.
     if (f.p.decode && S <= 16) {
-      int dev = 0, sms = 0;
-      if (cudaGetDevice(&dev) != cudaSuccess ||
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        sms = 132;
-      for (int cut : {1, 2, 3, 5, 8, 10, 20, 40}) {
-        const std::string op = std::string(kd.name) + " KV bytes [fd cut " + std::to_string(cut) + "]";
-        if (!f.wanted(op)) continue;
-        ck::set_attention_fd_chunks_per_unit_override(cut);
-        const ck::AttentionFdPlan plan =
-            ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
-        const std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz), " units ",
-                                      std::to_string(plan.grid_units), " x ",
-                                      std::to_string(plan.chunks_per_unit * 16), " keys");
-        ck::set_attention_kernel_override(ck::kAttentionFd);
-        f.measure(op, shape, kv_bytes, flops,
-                  [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-        ck::set_attention_kernel_override(-1);
-        ck::set_attention_fd_chunks_per_unit_override(0);
+      for (const int variant : {0, 4}) {
+        for (int cut : {1, 2, 3, 5, 8, 10, 20, 40}) {
+          const std::string op = std::string(kd.name) +
+                                 (variant == 0 ? " KV bytes [fd cut " : " KV bytes [x4 cut ") +
+                                 std::to_string(cut) + "]";
+          if (!f.wanted(op)) continue;
+          ck::set_attention_fd_chunks_per_unit_override(cut);
+          ck::set_attention_fd_variant_override(variant);
+          const ck::AttentionFdPlan plan =
+              ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
+          const std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz), " units ",
+                                        std::to_string(plan.grid_units), " x ",
+                                        std::to_string(plan.chunks_per_unit * 16), " keys");
+          ck::set_attention_kernel_override(ck::kAttentionFd);
+          f.measure(op, shape, kv_bytes, flops,
+                    [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
+          ck::set_attention_kernel_override(-1);
+          ck::set_attention_fd_chunks_per_unit_override(0);
+          ck::set_attention_fd_variant_override(-1);
+        }
       }
     }
   }

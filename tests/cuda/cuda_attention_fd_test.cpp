@@ -10,11 +10,17 @@
 // and against the double reference at batches 1 / 16 / 128 and lists of 0 / 1 / 17 / 700 keys.
 // Session 8 rescheduled the kernel (8 warps; bitwise against session 7's on the H200, session 8);
 // session 9 deleted session 7's copy and the per-row-scale variant v2.
+// Session 10: every test of the fixture runs on each split-key variant (value-parameterized:
+// .../fd = attention_fd.cu, .../x3 and .../x4 = attention_x4.cu, forced with
+// set_attention_fd_variant_override); added: each x variant next to fd on the same inputs (both
+// errors printed), a one / two-key diagnostic, the variant switch. Every expect_close prints its
+// worst error ("[fd err]" / "[x3 err]" / "[x4 err]" lines), so the H200 log records them.
 // Fresh random inputs per run; the seed is printed on failure.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -50,7 +56,7 @@ struct Problem {
   float scale = 0.f;
 };
 
-class CudaAttentionFd : public ::testing::Test {
+class CudaAttentionFd : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     seed_ = std::random_device{}();
@@ -62,10 +68,14 @@ class CudaAttentionFd : public ::testing::Test {
     ASSERT_TRUE(bi.ok()) << bi.status().to_string();
     gpu_bi_ = std::move(bi).value();
     kernels::set_attention_kernel_override(kernels::kAttentionFd);
+    variant_ = GetParam();
+    kernels::set_attention_fd_variant_override(variant_);
   }
   void TearDown() override {
     kernels::set_attention_kernel_override(-1);
+    kernels::set_attention_fd_variant_override(-1);
   }
+  const char* name() const { return variant_ == 0 ? "fd" : (variant_ == 3 ? "x3" : "x4"); }
 
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
@@ -205,6 +215,7 @@ class CudaAttentionFd : public ::testing::Test {
       const double e = std::fabs(double(want[i]) - b) / scale;
       if (e > worst) worst = e, wi = i;
     }
+    std::printf("[%s err] %s: %.3g (bound %.3g)\n", name(), what.c_str(), worst, bound);
     EXPECT_LE(worst, bound) << what << ": worst rel error " << worst << " at flat index " << wi
                             << " (ref " << double(want[wi]) << ", fd " << got.data<float>()[wi]
                             << ") seed " << seed_;
@@ -223,6 +234,7 @@ class CudaAttentionFd : public ::testing::Test {
     return v;
   }
 
+  int variant_ = 0;  // the split-key variant under test (0: fd, 3: x3, 4: x4)
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   std::unique_ptr<CudaBackend> gpu_, gpu_bi_;
@@ -256,7 +268,90 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
   EXPECT_FALSE(kernels::attention_fd_supports(64, 2, 512, 512, true));
 }
 
-TEST_F(CudaAttentionFd, V4CsaAndHcaDecodeMatchDoubleAndSimtAtBatch1_4_16_64) {
+TEST(CudaAttentionFdPlan, TheVariantSwitchReachesThePlan) {
+  // Host arithmetic only: the override (then DEEPINFER_ATTENTION_KERNEL) picks the variant the
+  // plan records (0 fd, 3 x3, 4 x4; anything else returns to the environment); the x variants
+  // keep attention_fd's cut (the same chunk of 16 keys, the same units).
+  for (int v : {3, 4}) {
+    kernels::set_attention_fd_variant_override(v);
+    EXPECT_EQ(kernels::attention_fd_variant(), v);
+    const auto x = kernels::attention_fd_plan(16, 64, 640, 132, false);
+    const auto x_bi = kernels::attention_fd_plan(16, 64, 640, 132, true);
+    EXPECT_EQ(x.variant, v);
+    EXPECT_EQ(x_bi.variant, v);
+    EXPECT_EQ(kernels::attention_fd_plan(1, 64, 16, 132, false).variant, v);  // one chunk
+    EXPECT_EQ(x_bi.chunks_per_unit, kernels::kFdInvariantChunks);
+    kernels::set_attention_fd_variant_override(0);
+    const auto fd = kernels::attention_fd_plan(16, 64, 640, 132, false);
+    EXPECT_EQ(fd.variant, 0);
+    EXPECT_EQ(fd.grid_units, x.grid_units);
+    EXPECT_EQ(fd.chunks_per_unit, x.chunks_per_unit);
+  }
+  for (int removed : {1, 2, 5, 7}) {  // x1 / x2 were removed: back to the environment
+    kernels::set_attention_fd_variant_override(removed);
+    EXPECT_EQ(kernels::attention_fd_variant(), kernels::attention_fd_plan(1, 64, 640, 132, false).variant);
+    EXPECT_NE(kernels::attention_fd_variant(), removed);
+  }
+  kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST_P(CudaAttentionFd, NextToAttentionFdOnTheSameInputs) {
+  // The variant and attention_fd (variant 0) on the same V4 decode inputs: both within the bound
+  // of the double reference, their errors printed side by side, and within 2 × bound of each other.
+  if (variant_ == 0) GTEST_SKIP() << "fd next to itself";
+  struct Kind { const char* name; int64_t compressed, picks; };
+  for (const Kind k : {Kind{"CSA", 1024, 512}, Kind{"HCA", 64, 64}}) {
+    for (int64_t B : {1, 16, 128}) {
+      Problem p = decode(B, 64, k.compressed, k.picks);
+      const auto all = iota(B);
+      const auto ref = reference(p, all, true);
+      for (bool bi : {false, true}) {
+        const std::string tag = std::string(k.name) + " batch " + std::to_string(B) +
+                                (bi ? " batch-invariant" : "");
+        CudaBackend& be = bi ? *gpu_bi_ : *gpu_;
+        kernels::set_attention_fd_variant_override(0);
+        const Tensor fd = run(be, p, all, true);
+        kernels::set_attention_fd_variant_override(variant_);
+        const Tensor x1 = run(be, p, all, true);
+        expect_close(tag + " fd vs double", ref, fd, kBound);
+        expect_close(tag + " variant vs double", ref, x1, kBound);
+        expect_close(tag + " variant vs fd", flat(fd), x1, 2 * kBound);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < x1.numel(); ++i) differ += x1.data<float>()[i] != fd.data<float>()[i];
+        std::printf("[%s err] %s: %lld of %lld outputs differ from fd's bits\n", name(), tag.c_str(),
+                    static_cast<long long>(differ), static_cast<long long>(x1.numel()));
+      }
+    }
+  }
+}
+
+TEST_P(CudaAttentionFd, OneKeyGivesItsRowAndTwoKeysTheirMix) {
+  // The smallest lists, without sinks, which isolate the two products: with one key every head's
+  // output is that key's row (P·V alone; the logit cancels), with two keys the mix depends on the
+  // logits (Q·Kᵀ). A failure prints the first elements of each head class, to locate a layout error.
+  Problem p = lengths(64, 64, {1, 2, 16, 33});
+  const auto all = iota(p.S);
+  const auto ref = reference(p, all, false);
+  const Tensor got = run(*gpu_, p, all, false);
+  const int64_t row = p.nH * kD;
+  for (int64_t i = 0; i < p.S; ++i) {
+    const std::vector<double> want(ref.begin() + i * row, ref.begin() + (i + 1) * row);
+    const Tensor one = run(*gpu_, p, {i}, false);
+    expect_close(std::to_string(p.lists[i].size()) + " keys, no sinks", want, one, kBound);
+    if (HasFailure()) {
+      for (int64_t h : {int64_t{0}, int64_t{1}, int64_t{8}, int64_t{17}, int64_t{63}})
+        for (int64_t c : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{8}, int64_t{63}, int64_t{64},
+                          int64_t{255}, int64_t{256}, int64_t{511}})
+          std::printf("  keys %zu head %lld ch %lld: want %.6g got %.6g\n", p.lists[i].size(),
+                      static_cast<long long>(h), static_cast<long long>(c), want[h * kD + c],
+                      one.data<float>()[h * kD + c]);
+      break;
+    }
+  }
+  expect_close("the four lists as one batch", ref, got, kBound);
+}
+
+TEST_P(CudaAttentionFd, V4CsaAndHcaDecodeMatchDoubleAndSimtAtBatch1_4_16_64) {
   // CSA = window + top-512 of 1024 entries (640 keys; context 4096), HCA = window + all 64
   // entries (192 keys; context 8192). Each batch size takes its own plan (units per token 40 … 1 for CSA).
   struct Kind { const char* name; int64_t compressed, picks; };
@@ -281,7 +376,7 @@ TEST_F(CudaAttentionFd, V4CsaAndHcaDecodeMatchDoubleAndSimtAtBatch1_4_16_64) {
   }
 }
 
-TEST_F(CudaAttentionFd, TwoHeadGroupsAndEveryChunkAndUnitEdgeMatchDouble) {
+TEST_P(CudaAttentionFd, TwoHeadGroupsAndEveryChunkAndUnitEdgeMatchDouble) {
   // 128 heads (two blocks per token), list lengths at every chunk (16) and invariant-unit (128
   // keys) edge, long lists (many units; 3000 keys = 188 chunks > 64 units at batch 1), empty
   // lists (zeros) — each alone (the most units), as one batch, on the batch-invariant plan and
@@ -305,7 +400,7 @@ TEST_F(CudaAttentionFd, TwoHeadGroupsAndEveryChunkAndUnitEdgeMatchDouble) {
   }
 }
 
-TEST_F(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlignment) {
+TEST_P(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlignment) {
   // --batch-invariant: 40 tokens of mixed lengths (edges, CSA-sized, random up to 1500) give every
   // token the same bits alone, in the batch, reversed, in sub-batches of 4 and 16, without the
   // max_keys hint and with misaligned q / kv.
@@ -336,7 +431,7 @@ TEST_F(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlig
     expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
 }
 
-TEST_F(CudaAttentionFd, RepeatedRunsAreBitwiseEqual) {
+TEST_P(CudaAttentionFd, RepeatedRunsAreBitwiseEqual) {
   // Run-to-run determinism of the default plan (a race, or a read of unwritten shared memory or
   // scratch, would show here): batch 1 (many units + combine) and batch 8, again and again.
   Problem p = decode(8, 64, 2048, 512);
@@ -351,7 +446,7 @@ TEST_F(CudaAttentionFd, RepeatedRunsAreBitwiseEqual) {
   }
 }
 
-TEST_F(CudaAttentionFd, InputsFarFromUnitScaleMatchDouble) {
+TEST_P(CudaAttentionFd, InputsFarFromUnitScaleMatchDouble) {
   // Q scaled per token and each K = V tile per chunk by powers of two before the fp16 split:
   // magnitudes 1e-3 … 1e3 (logits kept O(1)) keep the bound.
   for (const auto& [qs, ks] : std::vector<std::pair<float, float>>{{1e-3f, 1e3f}, {1e3f, 1e-3f}, {3e-2f, 2e1f}}) {
@@ -366,7 +461,7 @@ TEST_F(CudaAttentionFd, InputsFarFromUnitScaleMatchDouble) {
   }
 }
 
-TEST_F(CudaAttentionFd, BadKeyIdsAreReportedAndOtherTokensStayExact) {
+TEST_P(CudaAttentionFd, BadKeyIdsAreReportedAndOtherTokensStayExact) {
   // −1 and T in a list (batch 1: split; batch 40: one unit per token): synchronize() reports
   // OUT_OF_RANGE naming the op, the flag is cleared, the output stays finite and the other tokens
   // keep their bits.
@@ -409,7 +504,7 @@ TEST_F(CudaAttentionFd, BadKeyIdsAreReportedAndOtherTokensStayExact) {
   }
 }
 
-TEST_F(CudaAttentionFd, V4DecodeAtBatch1_16_128MatchesDouble) {
+TEST_P(CudaAttentionFd, V4DecodeAtBatch1_16_128MatchesDouble) {
   // The model's CSA / HCA decode shapes on the default plan of each batch (batch 1: 40 units +
   // combine; 16: a few units; 128: one unit, no combine) and on the batch-invariant plan, within
   // the bound of the double reference. (Session 7's schedule was also checked bitwise equal to
@@ -429,7 +524,7 @@ TEST_F(CudaAttentionFd, V4DecodeAtBatch1_16_128MatchesDouble) {
   }
 }
 
-TEST_F(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble) {
+TEST_P(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble) {
   // Lists of 0 / 1 / 17 / 700 keys (and the chunk edges around them) alone (the most units), as
   // one batch, with q / kv misaligned (the 4-byte copy and scalar Q paths), with an understated
   // max_keys hint (fewer, longer units than the lists ask for), with 128 heads (two head groups):
@@ -456,6 +551,11 @@ TEST_F(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble
     }
   }
 }
+
+std::string variant_name(const ::testing::TestParamInfo<int>& i) {
+  return i.param == 0 ? "fd" : (i.param == 3 ? "x3" : "x4");
+}
+INSTANTIATE_TEST_SUITE_P(Variants, CudaAttentionFd, ::testing::Values(0, 3, 4), variant_name);
 
 }  // namespace
 }  // namespace deepinfer::cuda

@@ -148,16 +148,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   pdl::wait();
   pdl::launch_dependents();
 
-  int begin = p.offs[s], end = p.offs[s + 1];
-  if (begin < 0 || end < begin || static_cast<int64_t>(end) > p.nnz) {
-    if (tid == 0 && blockIdx.y == 0) set_error(p.error_flag, kErrKeyOffsets);
-    begin = end = 0;
-  }
-  const int chunks = static_cast<int>((int64_t{end} - begin + kNc - 1) / kNc);
-  int n_units;
-  int64_t per_unit64;
-  unit_layout(chunks, p.chunks_per_unit, p.grid_units, n_units, per_unit64);
-  const int per_unit = static_cast<int>(per_unit64);
+  const TokenCut cut = token_cut(p, s);
+  const int begin = cut.begin, end = cut.end, chunks = cut.chunks, n_units = cut.n_units,
+            per_unit = cut.per_unit;
   if (static_cast<int>(blockIdx.y) >= n_units) return;  // uniform over the block
   auto chunk_rows = [&](int c) {
     const int kb = begin + c * kNc;
@@ -171,54 +164,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
     const int c0 = static_cast<int>(blockIdx.y) * per_unit;
     if (c0 < chunks) issue_chunk(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
   }
-  // Q: scaled so the group's largest |q| lies in [2^14, 2^15), split into hi/lo fp16 (session 7's
-  // arithmetic; the max is order-free). The thread's 16 pieces of 8 floats (piece i = row i / 64,
-  // 16-byte fp16 chunk i % 64) are all loaded before the first use.
+  // Q: scaled and split into hi/lo fp16 (split_q, attention_fd_common.cuh; session 7's
+  // arithmetic). Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
   const float* qp = p.q + (s * p.nH + g * kH) * kD;
-  int tq;
-  {
-    constexpr int kQPieces = kH * (kD / 8) / kThreads;  // 16
-    float x[kQPieces][8];
-#pragma unroll
-    for (int k = 0; k < kQPieces; ++k) {
-      const int piece = tid + kThreads * k;
-      if (p.q_aligned) {
-        const float4 a = reinterpret_cast<const float4*>(qp)[2 * piece];
-        const float4 b = reinterpret_cast<const float4*>(qp)[2 * piece + 1];
-        x[k][0] = a.x, x[k][1] = a.y, x[k][2] = a.z, x[k][3] = a.w;
-        x[k][4] = b.x, x[k][5] = b.y, x[k][6] = b.z, x[k][7] = b.w;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) x[k][e] = qp[piece * 8 + e];
-      }
-    }
-    float qmax = 0.f;
-#pragma unroll
-    for (int k = 0; k < kQPieces; ++k)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(x[k][e]));
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) qmax = fmaxf(qmax, __shfl_xor_sync(kFull, qmax, o));
-    if (lane == 0) red_q[warp] = qmax;
-    __syncthreads();
-    float m = red_q[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, red_q[w]);
-    tq = scale_exp(m);
-    const float qf = pow2(tq);
-#pragma unroll
-    for (int k = 0; k < kQPieces; ++k) {
-      const int piece = tid + kThreads * k;
-      const int r = piece >> 6, c = piece & 63;
-      uint4 hi, lo;
-      split2(__fmul_rn(x[k][0], qf), __fmul_rn(x[k][1], qf), hi.x, lo.x);
-      split2(__fmul_rn(x[k][2], qf), __fmul_rn(x[k][3], qf), hi.y, lo.y);
-      split2(__fmul_rn(x[k][4], qf), __fmul_rn(x[k][5], qf), hi.z, lo.z);
-      split2(__fmul_rn(x[k][6], qf), __fmul_rn(x[k][7], qf), hi.w, lo.w);
-      *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
-      *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
-    }
-  }  // Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
+  const int tq = split_q<kThreads>(qp, p.q_aligned, red_q, [] { __syncthreads(); },
+                                   [&](int r, int c, const uint4& hi, const uint4& lo) {
+                                     *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
+                                     *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
+                                   });
 
   // This thread's pieces of every chunk: float4 column c4 of rows r0 + 2i, i < 8.
   const int c4 = tid & 127, r0 = tid >> 7;
@@ -474,36 +427,18 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t st) {
   if (S * nH == 0) return;
+  if (plan.variant == 3 || plan.variant == 4) {  // warp-specialized wgmma kernels (attention_x4.cu)
+    attention_fd_x4(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
+                    error_flag, st);
+    return;
+  }
   static std::atomic<uint64_t> opt_in{0};
   opt_in_smem_per_device(opt_in, attention_fd_kernel, kSmemBytes);
-  const bool split = plan.grid_units > 1 && parts != nullptr;
-  const int64_t slice = split ? slice_tokens_of(plan, S, nH) : S;
-  for (int64_t s0 = 0; s0 < S; s0 += slice) {
-    const int64_t n = S - s0 < slice ? S - s0 : slice;
-    Args a{q + s0 * nH * kD,
-           kv,
-           key_offsets + s0,
-           key_ids,
-           nnz,
-           nH,
-           T,
-           sinks,
-           scale,
-           out + s0 * nH * kD,
-           split ? parts : nullptr,
-           plan.chunks_per_unit < 1 ? 1 : plan.chunks_per_unit,
-           split ? plan.grid_units : 1,
-           reinterpret_cast<uintptr_t>(kv) % 16 == 0,
-           reinterpret_cast<uintptr_t>(q) % 16 == 0,
-           error_flag};
-    const dim3 grid(static_cast<unsigned>(n * (nH / kH)), static_cast<unsigned>(a.grid_units));
-    // Both launches with programmatic dependent launch (their launch latency overlaps the
-    // previous kernel's tail; each waits for its predecessor before reading anything).
-    pdl::launch(attention_fd_kernel, grid, dim3(kThreads), kSmemBytes, st, true, a);
-    if (a.grid_units > 1)
-      pdl::launch(attention_fd_combine, dim3(static_cast<unsigned>(n * nH)), dim3(128), 0, st, true,
-                  a);
-  }
+  launch_split_key(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
+                   error_flag, st, [&](const Args& a, dim3 grid) {
+                     pdl::launch(attention_fd_kernel, grid, dim3(kThreads), kSmemBytes, st, true,
+                                 a);
+                   });
 }
 
 }  // namespace deepinfer::cuda::kernels

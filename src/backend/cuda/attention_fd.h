@@ -46,6 +46,7 @@ struct AttentionFdPlan {
   int chunks_per_unit = 1;  // target chunks (of 16 keys) per unit
   int grid_units = 1;       // gridDim.y: units per token at most
   int64_t parts_floats = 0; // scratch floats (0: every token is one unit, no combine kernel)
+  int variant = 0;          // 0: attention_fd.cu, 3 / 4: attention_x4.cu (attention_fd_variant)
 };
 
 // The plan for S tokens of nH heads whose lists hold at most max_keys keys, on num_sms SMs.
@@ -59,6 +60,18 @@ constexpr int kFdInvariantChunks = 8;  // 128 keys per unit under --batch-invari
 // to n (> 0); 0 returns to the makespan model. The batch-invariant plan ignores it.
 void set_attention_fd_chunks_per_unit_override(int n);
 
+// Session 10: the split-key kernel variant attention_fd runs — 0 = attention_fd.cu (the default,
+// DEEPINFER_ATTENTION_KERNEL=auto), 3 / 4 = attention_x4.cu (wgmma, warp-specialized: a producer
+// warpgroup converts the K = V tiles; x4 also stages its loads by cp.async;
+// DEEPINFER_ATTENTION_KERNEL=x3 / x4). x1 / x2 (session 10's first wgmma kernels, no faster in the
+// model) were removed; their names warn and run 0. set_attention_fd_variant_override (0, 3, 4)
+// comes first. attention_fd_plan records the variant in AttentionFdPlan::variant.
+constexpr int kFdVariantCount = 5;
+int attention_fd_variant();
+// Tests and bench_ops: force variant v in-process (0, 3 or 4); any other value (−1 included)
+// returns to the environment's choice.
+void set_attention_fd_variant_override(int v);
+
 // out[S, nH, 512] = attention of q[S, nH, 512] over rows kv[T, 1, 512] listed per token by
 // key_offsets[S+1] / key_ids[nnz], optional sinks[nH], softmax scale `scale`;
 // parts: plan.parts_floats floats of scratch (null when 0).
@@ -66,5 +79,11 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t s);
+// Variants x3 / x4 (attention_x4.cu): the same contract; called by attention_fd when plan.variant
+// is 3 or 4.
+void attention_fd_x4(const float* q, const float* kv, const int32_t* key_offsets,
+                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
+                     int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
+                     int32_t* error_flag, cudaStream_t s);
 
 }  // namespace deepinfer::cuda::kernels

@@ -1,9 +1,9 @@
-// Device helpers of the split-key attention kernel (attention_fd.cu): the fixed geometry, the
-// fragment loaders and mma (fragment layouts: attention_fd.cu's header), the fp16 hi/lo split
-// and its power-of-two scales, the unit cut of a token, the sink, the kernel arguments and the
-// combine kernel that merges the units of a split token. Included only by attention_fd.cu
-// (C++17). Split out in session 8 while two kernels shared it; kept apart to keep the kernel
-// file readable.
+// Device helpers of the split-key attention kernels (attention_fd.cu, and since session 10
+// attention_x4.cu): the fixed geometry, the fragment loaders and mma (fragment layouts:
+// attention_fd.cu's header), the fp16 hi/lo split and its power-of-two scales, the split of Q
+// (split_q), the unit cut of a token (unit_layout, token_cut), the sink, the kernel arguments, the
+// combine kernel that merges the units of a split token and the host launch loop
+// (launch_split_key). Included only by those .cu files (C++17).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -76,6 +76,58 @@ __device__ __forceinline__ int scale_exp(float mx) {
   return t < -60 ? -60 : (t > 60 ? 60 : t);
 }
 __device__ __forceinline__ float pow2(int t) { return __int_as_float((127 + t) << 23); }
+
+// Q of one head group (64 heads × 512 floats at qp) scaled so its largest |q| lies in
+// [2^14, 2^15) and split into hi/lo fp16 (session 7's arithmetic; the max is order-free): thread
+// tid of kThreads owns the pieces tid + kThreads·k of 8 floats (piece i = head i / 64, 16-byte
+// fp16 chunk i % 64), all loaded before the first use; the warps' maxima meet in red_q after
+// sync() (a barrier of the kThreads threads); store(head, chunk, hi, lo) writes a piece. Returns
+// the exponent tq. Shared by attention_fd.cu and attention_x4.cu (session 10).
+template <int kThreads, class Sync, class Store>
+__device__ __forceinline__ int split_q(const float* qp, bool aligned, float* red_q, Sync sync,
+                                       Store store) {
+  constexpr int kQPieces = kH * (kD / 8) / kThreads;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float x[kQPieces][8];
+#pragma unroll
+  for (int k = 0; k < kQPieces; ++k) {
+    const int piece = tid + kThreads * k;
+    if (aligned) {
+      const float4 a = reinterpret_cast<const float4*>(qp)[2 * piece];
+      const float4 b = reinterpret_cast<const float4*>(qp)[2 * piece + 1];
+      x[k][0] = a.x, x[k][1] = a.y, x[k][2] = a.z, x[k][3] = a.w;
+      x[k][4] = b.x, x[k][5] = b.y, x[k][6] = b.z, x[k][7] = b.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[k][e] = qp[piece * 8 + e];
+    }
+  }
+  float qmax = 0.f;
+#pragma unroll
+  for (int k = 0; k < kQPieces; ++k)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(x[k][e]));
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) qmax = fmaxf(qmax, __shfl_xor_sync(kFull, qmax, o));
+  if (lane == 0) red_q[warp] = qmax;
+  sync();
+  float m = red_q[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, red_q[w]);
+  const int tq = scale_exp(m);
+  const float qf = pow2(tq);
+#pragma unroll
+  for (int k = 0; k < kQPieces; ++k) {
+    const int piece = tid + kThreads * k;
+    uint4 hi, lo;
+    split2(__fmul_rn(x[k][0], qf), __fmul_rn(x[k][1], qf), hi.x, lo.x);
+    split2(__fmul_rn(x[k][2], qf), __fmul_rn(x[k][3], qf), hi.y, lo.y);
+    split2(__fmul_rn(x[k][4], qf), __fmul_rn(x[k][5], qf), hi.z, lo.z);
+    split2(__fmul_rn(x[k][6], qf), __fmul_rn(x[k][7], qf), hi.w, lo.w);
+    store(piece >> 6, piece & 63, hi, lo);
+  }
+  return tq;
+}
 
 // The cut of a token of `chunks` chunks (attention_fd.h AttentionFdPlan).
 __host__ __device__ __forceinline__ void unit_layout(int64_t chunks, int chunks_per_unit,
@@ -203,6 +255,64 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
 int64_t slice_tokens_of(const AttentionFdPlan& plan, int64_t S, int64_t nH) {
   if (plan.grid_units <= 1 || plan.parts_floats == 0) return S;
   return plan.parts_floats / (static_cast<int64_t>(plan.grid_units) * nH * kPartRow);
+}
+
+// Token s's list [begin, end) (a bad offsets pair is flagged by the first thread of the token's
+// first unit and read as empty) and its cut: chunks of 16 keys, n_units units of per_unit chunks.
+struct TokenCut {
+  int begin, end, chunks, n_units, per_unit;
+};
+__device__ __forceinline__ TokenCut token_cut(const Args& p, int64_t s) {
+  TokenCut t;
+  t.begin = p.offs[s];
+  t.end = p.offs[s + 1];
+  if (t.begin < 0 || t.end < t.begin || static_cast<int64_t>(t.end) > p.nnz) {
+    if (threadIdx.x == 0 && blockIdx.y == 0) set_error(p.error_flag, kErrKeyOffsets);
+    t.begin = t.end = 0;
+  }
+  t.chunks = static_cast<int>((int64_t{t.end} - t.begin + kNc - 1) / kNc);
+  int64_t per_unit64;
+  unit_layout(t.chunks, p.chunks_per_unit, p.grid_units, t.n_units, per_unit64);
+  t.per_unit = static_cast<int>(per_unit64);
+  return t;
+}
+
+// The host side of every split-key kernel (attention_fd.cu, attention_x4.cu): the batch walked in
+// slices of at most the plan's scratch, Args per slice, launch(args, grid) for the kernel, then
+// the combine when tokens are split. Both launches use programmatic dependent launch (their
+// launch latency overlaps the previous kernel's tail; each waits for its predecessor first).
+template <class Launch>
+void launch_split_key(const float* q, const float* kv, const int32_t* key_offsets,
+                      const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
+                      int64_t nH, int64_t T, float scale, float* out, float* parts,
+                      const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t st,
+                      Launch launch) {
+  const bool split = plan.grid_units > 1 && parts != nullptr;
+  const int64_t slice = split ? slice_tokens_of(plan, S, nH) : S;
+  for (int64_t s0 = 0; s0 < S; s0 += slice) {
+    const int64_t n = S - s0 < slice ? S - s0 : slice;
+    Args a{q + s0 * nH * kD,
+           kv,
+           key_offsets + s0,
+           key_ids,
+           nnz,
+           nH,
+           T,
+           sinks,
+           scale,
+           out + s0 * nH * kD,
+           split ? parts : nullptr,
+           plan.chunks_per_unit < 1 ? 1 : plan.chunks_per_unit,
+           split ? plan.grid_units : 1,
+           reinterpret_cast<uintptr_t>(kv) % 16 == 0,
+           reinterpret_cast<uintptr_t>(q) % 16 == 0,
+           error_flag};
+    const dim3 grid(static_cast<unsigned>(n * (nH / kH)), static_cast<unsigned>(a.grid_units));
+    launch(a, grid);
+    if (a.grid_units > 1)
+      pdl::launch(attention_fd_combine, dim3(static_cast<unsigned>(n * nH)), dim3(128), 0, st, true,
+                  a);
+  }
 }
 
 }  // namespace

@@ -7,17 +7,26 @@
 
 #include "backend/cuda/attention_fd.h"
 #include "common/env.h"
+#include "common/logging.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
 
 std::atomic<int> g_override{-1};
 std::atomic<int> g_cpu_override{0};  // set_attention_fd_chunks_per_unit_override
+std::atomic<int> g_variant_override{-1};  // set_attention_fd_variant_override
 
 constexpr int64_t kPartsBudgetFloats = int64_t{16} << 20;  // 64 MiB of scratch per slice
 // Makespan model of the plan (in chunk times): a block costs its chunks plus a block overhead
 // (Q: 128 KiB read and split, the pipeline's fill), a launch with units pays a combine cost once.
-constexpr int64_t kBlockOverhead = 2, kCombine = 2;
+// Per variant (attention_fd_variant), for the wgmma variants x3 / x4 (session 10): bench_ops'
+// "[x4 cut N]" rows on the H200 found attention_fd's cut best for them too (batch 1: 40 units of
+// one chunk; batch 16: 8 × 5), so they share its constants for now.
+struct PlanCosts {
+  int64_t block_overhead, combine;
+};
+constexpr PlanCosts kFdCosts{2, 2};
+constexpr PlanCosts kXCosts{2, 2};
 
 }  // namespace
 
@@ -28,6 +37,25 @@ int attention_kernel_requested() {
   if (e == "simt") return kAttentionSimt;
   if (e == "fd") return kAttentionFd;
   return kAttentionAuto;  // "auto" (the default; env.cpp maps the removed "tc" to it)
+}
+
+int attention_fd_variant() {
+  const int o = g_variant_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o;
+  const std::string& e = env().attention_kernel;
+  if (e == "x3") return 3;
+  if (e == "x4") return 4;
+  if (e != "auto") {  // x1 / x2: removed in session 10
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log_warning("DEEPINFER_ATTENTION_KERNEL=" + e +
+                  ": no split-key attention variant of that name; running attention_fd");
+  }
+  return 0;
+}
+
+void set_attention_fd_variant_override(int v) {
+  g_variant_override.store(v == 0 || v == 3 || v == 4 ? v : -1);
 }
 
 void set_attention_fd_chunks_per_unit_override(int n) { g_cpu_override.store(n > 0 ? n : 0); }
@@ -44,11 +72,13 @@ bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool 
 AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
                                   bool batch_invariant) {
   AttentionFdPlan plan;
+  plan.variant = attention_fd_variant();
   const int64_t C = (max_keys + kFdChunkKeys - 1) / kFdChunkKeys;  // chunks of the longest list
   if (S <= 0 || C <= 1) return plan;
   if (batch_invariant) {
     plan.chunks_per_unit = kFdInvariantChunks;
   } else {
+    const PlanCosts costs = plan.variant == 0 ? kFdCosts : kXCosts;
     const int64_t blocks = S * (nH / kFdHeads);
     const int64_t sms = num_sms > 0 ? num_sms : 132;
     int64_t best_cost = INT64_MAX;
@@ -57,7 +87,7 @@ AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int n
       const int64_t cpu = (C + u - 1) / u;
       if ((C + cpu - 1) / cpu != u) continue;  // the same cut as a smaller u
       const int64_t waves = (blocks * u + sms - 1) / sms;
-      const int64_t cost = waves * (cpu + kBlockOverhead) + (u > 1 ? kCombine : 0);
+      const int64_t cost = waves * (cpu + costs.block_overhead) + (u > 1 ? costs.combine : 0);
       if (cost < best_cost) best_cost = cost, best_cpu = static_cast<int>(cpu);
     }
     plan.chunks_per_unit = best_cpu;
