@@ -32,6 +32,7 @@
 #include "backend/cuda/prefill_gemm.h"
 #include "common/env.h"
 #include "device_pair.h"
+#include "tc_weights.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -140,21 +141,6 @@ class CudaLinearTc : public ::testing::Test {
   std::vector<Pair> keep_;
 };
 
-// out64 [M, G·N] = x [M, G·K] · deqᵀ per group, in double.
-std::vector<double> reference64(const Tensor& x, const Tensor& deq, int64_t G) {
-  const int64_t M = x.dim(0), GN = deq.dim(0), K = deq.dim(1), N = GN / G;
-  std::vector<double> out(M * GN);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t r = 0; r < GN; ++r) {
-      const float* xr = x.data<float>() + m * G * K + (r / N) * K;
-      const float* wr = deq.data<float>() + r * K;
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += double(xr[k]) * wr[k];
-      out[m * GN + r] = s;
-    }
-  return out;
-}
-
 TEST_F(CudaLinearTc, MatchesReferenceInEveryFormat) {
   struct Case { Fmt f; int64_t G, N, K; };
   // K = 208: a partial 16-column tail in the last k32 stage and a partial 128-column scale block;
@@ -174,7 +160,7 @@ TEST_F(CudaLinearTc, MatchesReferenceInEveryFormat) {
     for (int64_t M : {1, 3, 16, 17, 64, 200, 1024}) {
       if (M == 1024 && c.K > 400) continue;  // keeps the fp32 CPU reference under a few seconds
       Tensor xm = x.rows(0, M);
-      std::vector<double> want64 = reference64(xm, deq, c.G);
+      std::vector<double> want64 = testing::reference64(xm, deq, c.G);
       Tensor want = Tensor::empty(DType::kF32, {M, R});
       ASSERT_TRUE(cpu_->matmul(xm, deq, want, c.G).ok());
       for (CudaBackend* be : {gpu_.get(), bi_.get()}) {
@@ -262,7 +248,7 @@ TEST_F(CudaLinearTc, SplitProductsMatchDoubleAtModelShapes) {
     auto dx = on_device(x);
     for (int64_t M : {1, 3, 16}) {
       Tensor xm = x.rows(0, M);
-      std::vector<double> want64 = reference64(xm, deq, c.G);
+      std::vector<double> want64 = testing::reference64(xm, deq, c.G);
       for (CudaBackend* be : {gpu_.get(), bi_.get()}) {
         auto out = be->alloc(DType::kF32, {M, R});
         ASSERT_TRUE(out.ok());

@@ -53,6 +53,9 @@ using testing::fast_weight;
 using testing::Fmt;
 using testing::fmt_code;
 using testing::fmt_name;
+using testing::reference64;
+using testing::worst_row_relative_error;
+using testing::WorstError;
 
 struct ShapeCase { const char* name; Fmt f; int64_t G, N, K; bool nonfinite_x; };
 
@@ -314,21 +317,6 @@ TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
   }
 }
 
-// out64 [M, G·N] = x [M, G·K] · deqᵀ per group, in double.
-std::vector<double> reference64(const Tensor& x, const Tensor& deq, int64_t G) {
-  const int64_t M = x.dim(0), GN = deq.dim(0), K = deq.dim(1), N = GN / G;
-  std::vector<double> out(M * GN);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t r = 0; r < GN; ++r) {
-      const float* xr = x.data<float>() + m * G * K + (r / N) * K;
-      const float* wr = deq.data<float>() + r * K;
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += double(xr[k]) * wr[k];
-      out[m * GN + r] = s;
-    }
-  return out;
-}
-
 TEST_F(CudaLinearTcWa, MatchesDoubleReference) {
   // The bound of linear_tc's SplitProductsMatchDoubleAtModelShapes: 3e-6 of the row's largest
   // output (the arithmetic is linear_tc's). Shapes small enough for a host double reference.
@@ -358,18 +346,9 @@ TEST_F(CudaLinearTcWa, MatchesDoubleReference) {
       ASSERT_TRUE(bi_->synchronize().ok());
       const Tensor got_h = to_host(*got);
       const std::vector<double> want = reference64(x.rows(0, M), deq, G);
-      double worst = 0;
-      int64_t wr = 0, wc = 0;
-      for (int64_t r = 0; r < M; ++r) {
-        double scale = 1e-30;
-        for (int64_t col = 0; col < GN; ++col) scale = std::max(scale, std::fabs(want[r * GN + col]));
-        for (int64_t col = 0; col < GN; ++col) {
-          const double e = std::fabs(want[r * GN + col] - got_h.data<float>()[r * GN + col]) / scale;
-          if (!(e <= worst)) worst = e, wr = r, wc = col;
-        }
-      }
-      EXPECT_LE(worst, 3e-6) << c.name << " " << fmt_name(c.f) << " M=" << M << ": worst row-relative error at row "
-                             << wr << " col " << wc << ", seed " << seed_;
+      const WorstError w = worst_row_relative_error(want, got_h.data<float>(), M, GN);
+      EXPECT_LE(w.err, 3e-6) << c.name << " " << fmt_name(c.f) << " M=" << M << ": worst row-relative error at row "
+                             << w.row << " col " << w.col << ", seed " << seed_;
     }
   }
 }

@@ -1,9 +1,13 @@
 // Random stored weights for the tensor-core tests with linear_tc's bits (cuda_linear_tc_small_test,
 // cuda_linear_tc_wa_test): the formats, their names and linear_tc's format codes, and a fast
-// random weight generator (the 1 GB head would be slow with mt19937 per element).
+// random weight generator (the 1 GB head would be slow with mt19937 per element); and the double
+// reference of a (grouped) product with its row-relative error (also cuda_linear_tc_test).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -61,6 +65,41 @@ inline void fast_weight(Fmt f, int64_t R, int64_t K, uint64_t seed, backend::Wei
     w->scale = backend::Tensor::empty(DType::kF8E8M0, {sr, sc});
     for (int64_t i = 0; i < w->scale.numel(); ++i) w->scale.data<uint8_t>()[i] = static_cast<uint8_t>(118 + next() % 10);
   }
+}
+
+// out64 [M, G·N] = x [M, G·K] · deqᵀ per group, in double.
+inline std::vector<double> reference64(const backend::Tensor& x, const backend::Tensor& deq, int64_t G) {
+  const int64_t M = x.dim(0), GN = deq.dim(0), K = deq.dim(1), N = GN / G;
+  std::vector<double> out(M * GN);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = 0; r < GN; ++r) {
+      const float* xr = x.data<float>() + m * G * K + (r / N) * K;
+      const float* wr = deq.data<float>() + r * K;
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(xr[k]) * wr[k];
+      out[m * GN + r] = s;
+    }
+  return out;
+}
+
+// The worst |want − got| relative to its row's largest |want| over got [M, GN] (NaN counts as
+// worst), with its row and column.
+struct WorstError {
+  double err = 0;
+  int64_t row = 0, col = 0;
+};
+inline WorstError worst_row_relative_error(const std::vector<double>& want, const float* got, int64_t M,
+                                           int64_t GN) {
+  WorstError w;
+  for (int64_t r = 0; r < M; ++r) {
+    double scale = 1e-30;
+    for (int64_t col = 0; col < GN; ++col) scale = std::max(scale, std::fabs(want[r * GN + col]));
+    for (int64_t col = 0; col < GN; ++col) {
+      const double e = std::fabs(want[r * GN + col] - got[r * GN + col]) / scale;
+      if (!(e <= w.err)) w = {e, r, col};
+    }
+  }
+  return w;
 }
 
 }  // namespace deepinfer::cuda::testing
