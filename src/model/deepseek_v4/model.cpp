@@ -132,17 +132,36 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   DI_ASSIGN_OR_RETURN(step.positions, to_backend_i32(be, pos_host, {S}));
   DI_ASSIGN_OR_RETURN(Tensor copies, to_backend_i32(be, copy_of, {S * d.hc}));
 
-  DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
-  DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
-  DI_EMPTY(streams, be, DType::kF32, {S, d.hc, d.H});  // hc identical copies
-  Tensor stream_rows = streams.view({S * d.hc, d.H});
-  DI_RETURN_IF_ERROR(be.gather_rows(e, copies, stream_rows));
+  Tensor streams;
+  DI_RETURN_IF_ERROR(embed_streams(ids, copies, streams));
   for (int layer = 0; layer < d.L; ++layer)
     DI_RETURN_IF_ERROR(decoder_layer(layer, streams, step));
   for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);
 
-  // HyperHead, final norm and lm_head on the rows that need logits.
   DI_ASSIGN_OR_RETURN(Tensor picked, to_backend_i32(be, logit_rows, {rows}));
+  Tensor logits;
+  DI_RETURN_IF_ERROR(head_logits(streams, picked, logits));
+  if (logits_on_device_) return logits;  // the engine samples on the device
+  return to_host(be, logits);  // the sampler reads host logits
+}
+
+// streams [S, hc, H] = hc identical copies of Embed[ids] (copies [S·hc] = row s hc times).
+Status DeepseekV4Model::embed_streams(const Tensor& ids, const Tensor& copies, Tensor& streams) {
+  backend::Backend& be = *be_;
+  const Dims& d = dims_;
+  const int64_t S = ids.dim(0);
+  DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
+  DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
+  DI_ASSIGN_OR_RETURN(streams, be.empty(DType::kF32, {S, d.hc, d.H}));
+  Tensor stream_rows = streams.view({S * d.hc, d.H});
+  return be.gather_rows(e, copies, stream_rows);
+}
+
+// HyperHead, final norm and lm_head on the rows `picked` [rows] of streams: logits [rows, V].
+Status DeepseekV4Model::head_logits(const Tensor& streams, const Tensor& picked, Tensor& logits) {
+  backend::Backend& be = *be_;
+  const Dims& d = dims_;
+  const int64_t S = streams.dim(0), rows = picked.dim(0);
   DI_EMPTY(tail, be, DType::kF32, {rows, d.hc, d.H});
   Tensor tail_rows = tail.view({rows, d.hc * d.H});
   DI_RETURN_IF_ERROR(be.gather_rows(streams.view({S, d.hc * d.H}), picked, tail_rows));
@@ -150,10 +169,8 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
   DI_EMPTY(hn, be, DType::kF32, {rows, d.H});
   DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
-  DI_EMPTY(logits, be, DType::kF32, {rows, d.V});
-  DI_RETURN_IF_ERROR(be.linear(hn, w_->head, logits));
-  if (logits_on_device_) return logits;  // the engine samples on the device
-  return to_host(be, logits);  // the sampler reads host logits
+  DI_ASSIGN_OR_RETURN(logits, be.empty(DType::kF32, {rows, d.V}));
+  return be.linear(hn, w_->head, logits);
 }
 
 // Decode steps as CUDA graphs (docs/cuda.md "CUDA graphs for decode"). A step of S sequences
@@ -240,23 +257,8 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
     }
     return body();
   };
-  auto head = [&]() -> Status {  // HyperHead, final norm and lm_head (every row has logits)
-    DI_EMPTY(tail, be, DType::kF32, {S, d.hc, d.H});
-    Tensor tail_rows = tail.view({S, d.hc * d.H});
-    DI_RETURN_IF_ERROR(be.gather_rows(g->streams.view({S, d.hc * d.H}), g->picked, tail_rows));
-    DI_EMPTY(h, be, DType::kF32, {S, d.H});
-    DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
-    DI_EMPTY(hn, be, DType::kF32, {S, d.H});
-    DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
-    DI_ASSIGN_OR_RETURN(g->logits, be.empty(DType::kF32, {S, d.V}));
-    return be.linear(hn, w_->head, g->logits);
-  };
   DI_RETURN_IF_ERROR(segment(0, [&]() -> Status {
-    DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
-    DI_RETURN_IF_ERROR(be.embedding(w_->embed, g->ids, e));
-    DI_ASSIGN_OR_RETURN(g->streams, be.empty(DType::kF32, {S, d.hc, d.H}));  // hc identical copies
-    Tensor stream_rows = g->streams.view({S * d.hc, d.H});
-    DI_RETURN_IF_ERROR(be.gather_rows(e, g->copies, stream_rows));
+    DI_RETURN_IF_ERROR(embed_streams(g->ids, g->copies, g->streams));
     return layer_first(0, g->streams, g->positions, g->carry[0]);
   }));
   for (int layer = 0; layer < d.L; ++layer) {
@@ -266,7 +268,7 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
       DI_RETURN_IF_ERROR(layer_last(layer, g->streams, g->positions, step.tokens, hash,
                                     g->carry[layer], g->o));
       return layer + 1 < d.L ? layer_first(layer + 1, g->streams, g->positions, g->carry[layer + 1])
-                             : head();
+                             : head_logits(g->streams, g->picked, g->logits);
     }));
   }
   for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);

@@ -91,6 +91,8 @@ class DeepseekV4Model final : public Model {
                     std::span<const int32_t> tokens, const Tensor* hash_ids, LayerCarry& c,
                     Tensor& o);
   const RopeTable& rope_of(int layer) const;
+  Status embed_streams(const Tensor& ids, const Tensor& copies, Tensor& streams);
+  Status head_logits(const Tensor& streams, const Tensor& picked, Tensor& logits);
 
   // Decode steps replayed as CUDA graphs (model.cpp forward_graphed): one set of captured
   // segments per batch size S <= kMaxGraphBatch, at most kMaxGraphSets sets (least recently
