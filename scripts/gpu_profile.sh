@@ -23,8 +23,10 @@ profile() {  # name batch prefill decode
     ${BENCH_FLAGS:-} "$dir" > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err" || { tail -5 "$out/ncu_$name.err"; }
 }
 # Kernels of one forward = (kernels with decode N) − (kernels with decode 0), per decode step.
-profile b1_p0 1 16 0
-profile b1_d4 1 16 4
+# Batch 1 after a 128-token prompt, as bench_model's default decode (session 11; before, a
+# 16-token prompt: a short key list, one attention block per layer).
+profile b1_p0 1 128 0
+profile b1_d4 1 128 4
 profile b16_p128 16 128 0
 profile b16_d4 16 128 4
 python3 scripts/ncu_summary.py "$out"

@@ -109,17 +109,22 @@ Env Env::from_process() {
     if (*v == "0" || *v == "1") e.gemv_pdl = *v == "1";
     else log_warning("DEEPINFER_GEMV_PDL='" + *v + "' is not 0 or 1; using 1");
   }
+  if (auto v = get("DEEPINFER_SMALL_PDL")) {
+    if (*v == "0" || *v == "1") e.small_pdl = *v == "1";
+    else log_warning("DEEPINFER_SMALL_PDL='" + *v + "' is not 0 or 1; using 1");
+  }
   for (auto [name, field] : {std::pair<const char*, std::string*>{"DEEPINFER_GEMV_KERNEL", &e.gemv_kernel},
                              {"DEEPINFER_EXPERTS_KERNEL", &e.experts_kernel},
                              {"DEEPINFER_SMALL_LINEAR", &e.small_linear}}) {
     if (auto v = get(name)) {
       static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
                                           "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
-                                          "w2",   "w3", "x1", "x2", "x3", "x4"};
+                                          "w2",   "w3", "x1", "x2", "x3", "x4", "y1", "y2",
+                                          "y3",   "y4"};
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
       if (ok) *field = *v;
-      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x4; using auto");
+      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3, x1..x4 or y1..y4; using auto");
     }
   }
 

@@ -62,6 +62,10 @@ struct Env {
   // DEEPINFER_GEMV_PDL: 1 (default) | 0 — launch the decode GEMV kernels with programmatic
   // dependent launch (Hopper): the weight stream starts while the previous kernel finishes.
   bool gemv_pdl = true;
+  // DEEPINFER_SMALL_PDL: 1 (default) | 0 — launch the small decode kernels (norms, rope, routing,
+  // swiglu, adds, copies, the indexer's, the compressor's, sampling) with programmatic dependent
+  // launch too (session 11): each one's launch overlaps the tail of the kernel before it. Same bits.
+  bool small_pdl = true;
   // Session 8 kernel selectors; "s7" is always session 7's kernel and dispatch (kept to compare):
   // DEEPINFER_GEMV_KERNEL — dense decode products (M <= 8, not --batch-invariant): auto = tc.
   //   tc | tc1..tc3 = session 9's skinny_mma (skinny_mma.h): FP8 (128x128 block scales) and BF16

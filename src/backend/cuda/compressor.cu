@@ -1,6 +1,8 @@
 // Compressor slot assembly on the device (semantics: backend.h compressor_slots).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 
@@ -9,6 +11,7 @@ namespace {
 __global__ void slots_kernel(const float* kv, const float* gate, const float* ape,
                              const float* overlap_kv, const float* overlap_gate, int64_t n,
                              int64_t m, int64_t coff, int64_t dw, float* values, float* scores) {
+  pdl::enter();
   const int64_t slots = coff * m, cd = coff * dw;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= n * slots * dw) return;
@@ -38,6 +41,7 @@ __global__ void slots_kernel(const float* kv, const float* gate, const float* ap
 __global__ void next_overlap_kernel(const float* kv, const float* gate, const float* ape,
                                     int64_t n, int64_t m, int64_t dw, float* next_kv,
                                     float* next_gate) {
+  pdl::enter();
   const int64_t cd = 2 * dw;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= m * dw) return;
@@ -54,11 +58,11 @@ void compressor_slots(const float* kv, const float* gate, const float* ape,
                       float* next_gate, cudaStream_t s) {
   const int64_t total = n * coff * m * d;
   if (total > 0)
-    slots_kernel<<<grid_for(total, 256), 256, 0, s>>>(kv, gate, ape, overlap_kv, overlap_gate, n,
-                                                      m, coff, d, values, scores);
+    pdl::launch(slots_kernel, grid_for(total, 256), 256, 0, s, pdl::small_kernels(), kv, gate, ape,
+                overlap_kv, overlap_gate, n, m, coff, d, values, scores);
   if (next_kv != nullptr && n > 0)  // after the slots: may alias the overlap inputs
-    next_overlap_kernel<<<grid_for(m * d, 256), 256, 0, s>>>(kv, gate, ape, n, m, d, next_kv,
-                                                             next_gate);
+    pdl::launch(next_overlap_kernel, grid_for(m * d, 256), 256, 0, s, pdl::small_kernels(), kv,
+                gate, ape, n, m, d, next_kv, next_gate);
 }
 
 }  // namespace deepinfer::cuda::kernels

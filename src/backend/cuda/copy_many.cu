@@ -5,6 +5,8 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -12,6 +14,7 @@ namespace {
 // Block (x, y) copies chunk x of pair y; 16-byte words when the pair allows, else 4-byte words.
 // A launch's table travels as a kernel parameter (no upload): kCopyManyMax × 24 bytes ≤ 4 KB.
 __global__ void copy_many_kernel(CopyManyTable t, int64_t chunk_bytes) {
+  pdl::enter();
   const int p = blockIdx.y;
   if (p >= t.n) return;
   const int64_t bytes = t.bytes[p];
@@ -42,8 +45,8 @@ void copy_many(const CopyManyTable& t, cudaStream_t s) {
   if (longest == 0) return;
   constexpr int64_t kChunk = 16 * 1024;  // 256 threads × 4 int4 per block
   const int64_t chunks = (longest + kChunk - 1) / kChunk;
-  copy_many_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(t.n)), 256, 0, s>>>(
-      t, kChunk);
+  pdl::launch(copy_many_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(t.n)),
+              256, 0, s, pdl::small_kernels(), t, kChunk);
 }
 
 }  // namespace deepinfer::cuda::kernels

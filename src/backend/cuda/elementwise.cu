@@ -4,6 +4,8 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -14,6 +16,7 @@ namespace {
 template <int kThreads, int kVec>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, const float* w, int64_t N,
                                                             float eps, float* y) {
+  pdl::enter();
   __shared__ float red[kThreads / 32];
   const float* xr = x + blockIdx.x * N;
   float* yr = y + blockIdx.x * N;
@@ -76,6 +79,7 @@ __device__ __forceinline__ float rope_b(float a, float b, float cs, float sn) {
 
 __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv_freq, int64_t nh,
                             int64_t D, int64_t half, bool interleaved, float mscale, bool inverse) {
+  pdl::enter();
   __shared__ float cos_s[kRopeMaxHalf], sin_s[kRopeMaxHalf];
   const int64_t s = blockIdx.x;
   const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRopeHeads;
@@ -111,6 +115,7 @@ __global__ void __launch_bounds__(kNormRopeThreads)
     rms_norm_rope_kernel(const float* x, const float* w, const int32_t* positions,
                          const float* inv_freq, int64_t nh, int64_t D, int64_t half, float eps,
                          bool interleaved, float mscale, float* y) {
+  pdl::enter();
   extern __shared__ float row[];  // [D]
   __shared__ float red[kNormRopeThreads / 32];
   const int64_t r = blockIdx.x, s = r / nh;
@@ -145,6 +150,7 @@ __global__ void __launch_bounds__(kNormRopeThreads)
 }
 
 __global__ void swiglu_kernel(const float* gu, int64_t M, int64_t I, float limit, float* out) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= M * I) return;
   const int64_t m = t / I, i = t % I;
@@ -157,6 +163,7 @@ __global__ void swiglu_kernel(const float* gu, int64_t M, int64_t I, float limit
 }
 
 __global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t < n) out[t] = a[t] + b[t];
 }
@@ -181,11 +188,11 @@ void rms_norm(const float* x, const float* w, int64_t M, int64_t N, float eps, f
   // The vector path needs N % 4 == 0 and 16-byte alignment of every row; its order differs
   // from the scalar path's, so the choice is a function of N and the pointers only.
   if (N % 4 == 0 && aligned && N >= 8192)
-    rms_norm_kernel<1024, 4><<<grid, 1024, 0, s>>>(x, w, N, eps, y);
+    pdl::launch(rms_norm_kernel<1024, 4>, grid, 1024, 0, s, pdl::small_kernels(), x, w, N, eps, y);
   else if (N % 4 == 0 && aligned && N >= 2048)
-    rms_norm_kernel<512, 4><<<grid, 512, 0, s>>>(x, w, N, eps, y);
+    pdl::launch(rms_norm_kernel<512, 4>, grid, 512, 0, s, pdl::small_kernels(), x, w, N, eps, y);
   else
-    rms_norm_kernel<256, 1><<<grid, 256, 0, s>>>(x, w, N, eps, y);
+    pdl::launch(rms_norm_kernel<256, 1>, grid, 256, 0, s, pdl::small_kernels(), x, w, N, eps, y);
 }
 
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
@@ -193,8 +200,8 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, 
           cudaStream_t s) {
   if (S <= 0 || half <= 0 || nh <= 0) return;
   const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>((nh + kRopeHeads - 1) / kRopeHeads));
-  rope_kernel<<<grid, 128, 0, s>>>(x, positions, inv_freq, nh, D, half, interleaved_trailing,
-                                   mscale, inverse);
+  pdl::launch(rope_kernel, grid, 128, 0, s, pdl::small_kernels(), x, positions, inv_freq, nh, D,
+              half, interleaved_trailing, mscale, inverse);
 }
 
 bool rms_norm_rope_supported(int64_t D) { return D > 0 && D < 2048; }
@@ -203,17 +210,20 @@ void rms_norm_rope(const float* x, const float* w, const int32_t* positions, con
                    int64_t S, int64_t nh, int64_t D, int64_t half, float eps,
                    bool interleaved_trailing, float mscale, float* y, cudaStream_t s) {
   if (S * nh <= 0 || D <= 0) return;
-  rms_norm_rope_kernel<<<static_cast<unsigned>(S * nh), kNormRopeThreads,
-                         static_cast<size_t>(D) * sizeof(float), s>>>(
-      x, w, positions, inv_freq, nh, D, half, eps, interleaved_trailing, mscale, y);
+  pdl::launch(rms_norm_rope_kernel, static_cast<unsigned>(S * nh), kNormRopeThreads,
+              static_cast<size_t>(D) * sizeof(float), s, pdl::small_kernels(), x, w, positions,
+              inv_freq, nh, D, half, eps, interleaved_trailing, mscale, y);
 }
 
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s) {
-  if (M * I > 0) swiglu_kernel<<<grid_for(M * I, 256), 256, 0, s>>>(gate_up, M, I, limit, out);
+  if (M * I > 0)
+    pdl::launch(swiglu_kernel, grid_for(M * I, 256), 256, 0, s, pdl::small_kernels(), gate_up, M, I,
+                limit, out);
 }
 
 void add(const float* a, const float* b, int64_t n, float* out, cudaStream_t s) {
-  if (n > 0) add_kernel<<<grid_for(n, 256), 256, 0, s>>>(a, b, n, out);
+  if (n > 0)
+    pdl::launch(add_kernel, grid_for(n, 256), 256, 0, s, pdl::small_kernels(), a, b, n, out);
 }
 
 void to_f32(const void* in, int dtype, int64_t n, float* out, cudaStream_t s) {

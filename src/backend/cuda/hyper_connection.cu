@@ -5,6 +5,8 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -117,6 +119,7 @@ __global__ void hc_collapse_kernel(const float* x, const float* pre, int64_t S, 
 
 __global__ void hc_expand_kernel(const float* x, const float* y, const float* post,
                                  const float* comb, int64_t S, int64_t hc, int64_t H, float* out) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= S * hc * H) return;
   const int64_t s = t / (hc * H), k = (t / H) % hc, c = t % H;
@@ -289,7 +292,8 @@ void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
                int64_t hc, int64_t H, float* out, cudaStream_t s) {
   if (S * hc * H > 0)
-    hc_expand_kernel<<<grid_for(S * hc * H, 256), 256, 0, s>>>(x, y, post, comb, S, hc, H, out);
+    pdl::launch(hc_expand_kernel, grid_for(S * hc * H, 256), 256, 0, s, pdl::small_kernels(), x, y,
+                post, comb, S, hc, H, out);
 }
 
 bool hc_pre_s6_supported(int64_t hc, bool head) {

@@ -1,12 +1,13 @@
 // Lightning Indexer scores and the top-k selection (deepseek-v4.md §5.5). Top-k sorts each row
 // with CUB's stable segmented radix sort (descending): among equal scores the input order, i.e.
 // the lower entry index, wins — the engine's tie rule on every backend.
-#include <cub/device/device_segmented_radix_sort.cuh>
-
 #include <cstdint>
+#include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -28,6 +29,7 @@ __global__ void indexer_scores_kernel(const float* q, const float* w, const floa
                                       int64_t S, int64_t nI, int64_t cI, int64_t T, int64_t Tk,
                                       float wscale, float dscale, float* out,
                                       int32_t* error_flag) {
+  pdl::enter();
   const int64_t t_ = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t_ >= S * T) return;
   const int64_t s = t_ / T, t = t_ % T;
@@ -61,6 +63,7 @@ indexer_scores_fast_kernel(const float* __restrict__ q, const float* __restrict_
                            const int32_t* key_start, int64_t nI, int64_t cI, int64_t T,
                            int64_t Tk, float wscale, float dscale, float* out,
                            int32_t* error_flag) {
+  pdl::enter();
   extern __shared__ float qs[];  // [nI][cI]
   const int64_t tiles = (T + kKeysPerBlock - 1) / kKeysPerBlock;
   const int64_t s = blockIdx.x / tiles;
@@ -111,6 +114,7 @@ indexer_scores_v2_kernel(const float* __restrict__ q, const float* __restrict__ 
                          const float* __restrict__ keys_all, const int32_t* visible,
                          const int32_t* key_start, int64_t nI, int64_t cI, int64_t T, int64_t Tk,
                          float wscale, float dscale, float* out, int32_t* error_flag) {
+  pdl::enter();
   extern __shared__ float qs[];  // [nI][cI]
   __shared__ float part[kIdxWarps][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -160,6 +164,7 @@ indexer_scores_v2_kernel(const float* __restrict__ q, const float* __restrict__ 
 // the tie rule treats them as equal), values = entry index within the row, segment offsets.
 __global__ void prepare_rows_kernel(const float* scores, float* keys, int32_t* vals,
                                     int32_t* offsets, int64_t S, int64_t T) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t < S * T) {
     keys[t] = scores[t] + 0.0f;
@@ -170,6 +175,7 @@ __global__ void prepare_rows_kernel(const float* scores, float* keys, int32_t* v
 
 __global__ void topk_pick_kernel(const float* sorted_keys, const int32_t* sorted_vals, int64_t S,
                                  int64_t T, int64_t k, int32_t* ids) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= S * k) return;
   const int64_t s = t / k, j = t % k;
@@ -182,6 +188,7 @@ __global__ void topk_pick_kernel(const float* sorted_keys, const int32_t* sorted
 
 __global__ void place_ids_kernel(const int32_t* src, int64_t S, int64_t k, const int32_t* layout,
                                  int32_t* dst, int64_t n, int32_t* error_flag) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= S * k) return;
   const int64_t s = t / k, j = t % k;
@@ -209,6 +216,7 @@ __device__ __forceinline__ bool before(float a, int32_t ia, float b, int32_t ib)
 
 __global__ void __launch_bounds__(kSortThreads)
 topk_bitonic_kernel(const float* scores, int64_t T, int64_t k, int P, int32_t* ids) {
+  pdl::enter();
   __shared__ float key[kSortMax];
   __shared__ int32_t idx[kSortMax];
   const int64_t s = blockIdx.x;
@@ -275,27 +283,28 @@ void indexer_scores(const float* q, const float* weights, const float* keys,
                        reinterpret_cast<uintptr_t>(keys) % 16 == 0;
   if (nI <= kMaxIdxHeads && smem <= 48 * 1024 && aligned) {
     const int64_t tiles = (T + 31) / 32;
-    indexer_scores_v2_kernel<<<static_cast<unsigned>(S * tiles), kIdxWarps * 32, smem, s>>>(
-        q, weights, keys, visible, key_start, nI, cI, T, Tk, weight_scale, dot_scale, out,
-        error_flag);
+    pdl::launch(indexer_scores_v2_kernel, static_cast<unsigned>(S * tiles), kIdxWarps * 32, smem, s,
+                pdl::small_kernels(), q, weights, keys, visible, key_start, nI, cI, T, Tk,
+                weight_scale, dot_scale, out, error_flag);
     return;
   }
   if (nI <= kMaxIdxHeads && smem <= 48 * 1024) {
     const int64_t tiles = (T + kKeysPerBlock - 1) / kKeysPerBlock;
-    indexer_scores_fast_kernel<<<static_cast<unsigned>(S * tiles), kKeysPerBlock, smem, s>>>(
-        q, weights, keys, visible, key_start, nI, cI, T, Tk, weight_scale, dot_scale, out,
-        error_flag);
+    pdl::launch(indexer_scores_fast_kernel, static_cast<unsigned>(S * tiles), kKeysPerBlock, smem,
+                s, pdl::small_kernels(), q, weights, keys, visible, key_start, nI, cI, T, Tk,
+                weight_scale, dot_scale, out, error_flag);
     return;
   }
-  indexer_scores_kernel<<<grid_for(S * T, 128), 128, 0, s>>>(q, weights, keys, visible, key_start,
-                                                             S, nI, cI, T, Tk, weight_scale,
-                                                             dot_scale, out, error_flag);
+  pdl::launch(indexer_scores_kernel, grid_for(S * T, 128), 128, 0, s, pdl::small_kernels(), q,
+              weights, keys, visible, key_start, S, nI, cI, T, Tk, weight_scale, dot_scale, out,
+              error_flag);
 }
 
 void place_ids(const int32_t* src, int64_t S, int64_t k, const int32_t* layout, int32_t* dst,
                int64_t n, int32_t* error_flag, cudaStream_t s) {
   if (S * k > 0)
-    place_ids_kernel<<<grid_for(S * k, 256), 256, 0, s>>>(src, S, k, layout, dst, n, error_flag);
+    pdl::launch(place_ids_kernel, grid_for(S * k, 256), 256, 0, s, pdl::small_kernels(), src, S, k,
+                layout, dst, n, error_flag);
 }
 
 uint64_t topk_workspace_bytes(int64_t S, int64_t T) { return topk_layout(S, T).total; }
@@ -306,7 +315,8 @@ void topk(const float* scores, int64_t S, int64_t T, int64_t k, int32_t* ids, vo
   if (T > 0 && T <= kSortMax) {
     int P = 2;
     while (P < T) P <<= 1;
-    topk_bitonic_kernel<<<static_cast<unsigned>(S), kSortThreads, 0, s>>>(scores, T, k, P, ids);
+    pdl::launch(topk_bitonic_kernel, static_cast<unsigned>(S), kSortThreads, 0, s,
+                pdl::small_kernels(), scores, T, k, P, ids);
     return;
   }
   char* ws = static_cast<char*>(workspace);
@@ -317,14 +327,15 @@ void topk(const float* scores, int64_t S, int64_t T, int64_t k, int32_t* ids, vo
   int32_t* vals_out = reinterpret_cast<int32_t*>(ws + l.vals_out);
   int32_t* offsets = reinterpret_cast<int32_t*>(ws + l.offsets);
   if (T > 0) {
-    prepare_rows_kernel<<<grid_for(S * T + 1, 256), 256, 0, s>>>(scores, keys_in, vals_in, offsets,
-                                                                 S, T);
+    pdl::launch(prepare_rows_kernel, grid_for(S * T + 1, 256), 256, 0, s, pdl::small_kernels(),
+                scores, keys_in, vals_in, offsets, S, T);
     size_t temp = l.total - l.temp;
     cub::DeviceSegmentedRadixSort::SortPairsDescending(
         ws + l.temp, temp, keys_in, keys_out, vals_in, vals_out, static_cast<int>(S * T),
         static_cast<int>(S), offsets, offsets + 1, 0, 32, s);
   }
-  topk_pick_kernel<<<grid_for(S * k, 256), 256, 0, s>>>(keys_out, vals_out, S, T, k, ids);
+  pdl::launch(topk_pick_kernel, grid_for(S * k, 256), 256, 0, s, pdl::small_kernels(), keys_out,
+              vals_out, S, T, k, ids);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -7,6 +7,8 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 
@@ -45,6 +47,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 moe_group_kernel(const int32_t* __restrict__ ids, int64_t slots, int num_experts, int tile_rows,
                  int32_t* __restrict__ perm, int32_t* __restrict__ row_off,
                  int32_t* __restrict__ tile_off, int32_t* error_flag) {
+  pdl::enter();
   extern __shared__ int sh[];
   int* cnt = sh;                 // [E]
   int* scratch = sh + num_experts;  // [32]
@@ -109,8 +112,8 @@ void moe_group(const int32_t* ids, int64_t slots, int64_t num_experts, int tile_
                int32_t* perm, int32_t* row_off, int32_t* tile_off, int32_t* error_flag,
                cudaStream_t s) {
   const size_t smem = (static_cast<size_t>(num_experts) + 32) * sizeof(int);
-  moe_group_kernel<<<1, kGroupThreads, smem, s>>>(ids, slots, static_cast<int>(num_experts),
-                                                  tile_rows, perm, row_off, tile_off, error_flag);
+  pdl::launch(moe_group_kernel, 1, kGroupThreads, smem, s, pdl::small_kernels(), ids, slots,
+              static_cast<int>(num_experts), tile_rows, perm, row_off, tile_off, error_flag);
 }
 
 void experts_tc(int fmt, const float* x, int64_t x_div, const int32_t* perm,

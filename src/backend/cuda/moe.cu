@@ -1,6 +1,8 @@
 // MoE routing, row gather/scatter and the compressor's softmax pooling.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -29,6 +31,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, const i
                                  int64_t S, int64_t E, int64_t k, int scoring, float scaling,
                                  bool renormalize, int32_t* ids, float* weights,
                                  int32_t* error_flag) {
+  pdl::enter();
   const int lane = threadIdx.x % 32;
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
   if (s >= S) return;
@@ -118,6 +121,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, const i
 
 __global__ void gather_kernel(const float* src, const int32_t* ids, int64_t M, int64_t N,
                               int64_t H, float* out, int32_t* error_flag, int32_t code) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= M * H) return;
   const int64_t i = t / H, c = t % H;
@@ -133,6 +137,7 @@ __global__ void gather_kernel(const float* src, const int32_t* ids, int64_t M, i
 // One thread per column walks the rows in order: deterministic, and exact w.r.t. the CPU order.
 __global__ void scatter_add_kernel(const float* src, const int32_t* ids, const float* w, int64_t M,
                                    int64_t N, int64_t H, float* out, int32_t* error_flag) {
+  pdl::enter();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= H) return;
   for (int64_t i = 0; i < M; ++i) {
@@ -149,6 +154,7 @@ __global__ void scatter_add_kernel(const float* src, const int32_t* ids, const f
 // of one owner s in order; the running value stays in a register between the k updates.
 __global__ void combine_slots_kernel(const float* src, const float* w, int64_t S, int64_t k, int64_t H,
                                      float* out) {
+  pdl::enter();
   const int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t s = blockIdx.x;
   if (c >= H || s >= S) return;
@@ -162,6 +168,7 @@ __global__ void combine_slots_kernel(const float* src, const float* w, int64_t S
 
 __global__ void softmax_pool_kernel(const float* values, const float* scores, int64_t n,
                                     int64_t L, int64_t d, float* out) {
+  pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n * d) return;
   const int64_t r = t / d, c = t % d;
@@ -189,39 +196,41 @@ void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, 
                int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s) {
   if (S <= 0) return;
   if (E <= 32 * 8)
-    moe_route_kernel<8><<<grid_for(S, 4), 128, 0, s>>>(logits, bias, hash_ids, S, E, k, scoring,
-                                                       routed_scaling, renormalize, ids, weights,
-                                                       error_flag);
+    pdl::launch(moe_route_kernel<8>, grid_for(S, 4), 128, 0, s, pdl::small_kernels(), logits, bias,
+                hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights, error_flag);
   else
-    moe_route_kernel<kRoutePerMax><<<grid_for(S, 4), 128, 0, s>>>(
-        logits, bias, hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights,
-        error_flag);
+    pdl::launch(moe_route_kernel<kRoutePerMax>, grid_for(S, 4), 128, 0, s, pdl::small_kernels(),
+                logits, bias, hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights,
+                error_flag);
 }
 
 void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,
                  int64_t H, float* out, int32_t* error_flag, int32_t error_code, cudaStream_t s) {
   if (rows_out * H > 0)
-    gather_kernel<<<grid_for(rows_out * H, 256), 256, 0, s>>>(table, ids, rows_out, rows_in, H,
-                                                              out, error_flag, error_code);
+    pdl::launch(gather_kernel, grid_for(rows_out * H, 256), 256, 0, s, pdl::small_kernels(), table,
+                ids, rows_out, rows_in, H, out, error_flag, error_code);
 }
 
 void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s) {
   if (H > 0 && M > 0)
-    scatter_add_kernel<<<grid_for(H, 128), 128, 0, s>>>(src, ids, w, M, N, H, out, error_flag);
+    pdl::launch(scatter_add_kernel, grid_for(H, 128), 128, 0, s, pdl::small_kernels(), src, ids, w,
+                M, N, H, out, error_flag);
 }
 
 void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H, float* out,
                    cudaStream_t s) {
   if (S <= 0 || H <= 0 || k <= 0) return;
   const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>((H + 127) / 128));  // H ≤ 8.3 M
-  combine_slots_kernel<<<grid, 128, 0, s>>>(slot_out, w, S, k, H, out);
+  pdl::launch(combine_slots_kernel, grid, 128, 0, s, pdl::small_kernels(), slot_out, w, S, k, H,
+              out);
 }
 
 void softmax_pool(const float* values, const float* scores, int64_t n, int64_t L, int64_t d,
                   float* out, cudaStream_t s) {
   if (n * d > 0)
-    softmax_pool_kernel<<<grid_for(n * d, 256), 256, 0, s>>>(values, scores, n, L, d, out);
+    pdl::launch(softmax_pool_kernel, grid_for(n * d, 256), 256, 0, s, pdl::small_kernels(), values,
+                scores, n, L, d, out);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -47,6 +47,13 @@ __device__ __forceinline__ void launch_dependents() {
 #endif
 }
 
+// Both at a kernel's entry, before anything else: the form of the small kernels that read
+// their inputs at once (nothing before the wait), launched with pdl_config.h small_kernels().
+__device__ __forceinline__ void enter() {
+  wait();
+  launch_dependents();
+}
+
 // Asynchronous prefetch of [p, p + bytes) into L2 by the TMA unit (no registers, no completion
 // to wait for): p 16-byte aligned, bytes a multiple of 16 (both rounded down here). A hint only.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/pdl_config.h"
 #include "backend/cuda/sampling.h"
 
 namespace deepinfer::cuda::kernels {
@@ -454,6 +456,7 @@ __device__ int race(const float* x, int64_t V, const SampleRow& row, const Filte
 
 __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logits, int64_t V,
                                                                const SampleRow* rows, int32_t* ids) {
+  pdl::enter();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
@@ -472,6 +475,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logi
 __global__ void __launch_bounds__(kThreads) sample_filter_mask_kernel(const float* logits, int64_t V,
                                                                       const SampleRow* rows,
                                                                       uint8_t* kept_out) {
+  pdl::enter();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
@@ -493,13 +497,15 @@ __global__ void __launch_bounds__(kThreads) sample_filter_mask_kernel(const floa
 void sample_rows(const float* logits, int64_t S, int64_t V, const SampleRow* rows, int32_t* ids,
                  cudaStream_t s) {
   if (S <= 0) return;
-  sample_rows_kernel<<<static_cast<unsigned>(S), kThreads, 0, s>>>(logits, V, rows, ids);
+  pdl::launch(sample_rows_kernel, static_cast<unsigned>(S), kThreads, 0, s, pdl::small_kernels(),
+              logits, V, rows, ids);
 }
 
 void sample_filter_mask(const float* logits, int64_t S, int64_t V, const SampleRow* rows,
                         uint8_t* kept, cudaStream_t s) {
   if (S <= 0) return;
-  sample_filter_mask_kernel<<<static_cast<unsigned>(S), kThreads, 0, s>>>(logits, V, rows, kept);
+  pdl::launch(sample_filter_mask_kernel, static_cast<unsigned>(S), kThreads, 0, s,
+              pdl::small_kernels(), logits, V, rows, kept);
 }
 
 }  // namespace deepinfer::cuda::kernels
