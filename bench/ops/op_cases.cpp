@@ -237,9 +237,10 @@ Status attention(Family& f) {
     for (int64_t s = 0; s < S; ++s) longest = std::max<int64_t>(longest, keys.offsets[s + 1] - keys.offsets[s]);
     f.measure(kd.name, cat("q", sh(q.shape()), " kv", sh(kv.shape()), " nnz ", std::to_string(nnz)), bytes,
               flops, [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-    // Each kernel forced (simt: attention.cu, fd: the split-key kernel attention_fd.cu, x3 / x4:
-    // its session-10 wgmma variants in attention_x4.cu — a producer warpgroup; x4: its loads
-    // staged by cp.async — all with the default plan),
+    // Each kernel forced (simt: attention.cu, fd: the split-key kernel attention_fd.cu, x1 / x2:
+    // its session-11 head-split blocks (x1: fd's cut, x2: its own; the heads per block in the
+    // shape column), x3 / x4: its session-10 wgmma variants in attention_x4.cu — a producer
+    // warpgroup; x4: its loads staged by cp.async — all with the default plan),
     // GB/s counting only the KV rows the lists read (nnz rows of 512 fp32: the attention kernel's
     // own roofline; the % column is of the copy ceiling measured in the same run). The shape
     // column of the split-key rows names the plan.
@@ -252,6 +253,8 @@ Status attention(Family& f) {
     struct Forced { int kernel, variant; const char* suffix; };
     const Forced forced[] = {{ck::kAttentionSimt, -1, " KV bytes [simt]"},
                              {ck::kAttentionFd, 0, " KV bytes [fd]"},
+                             {ck::kAttentionFd, 1, " KV bytes [x1]"},
+                             {ck::kAttentionFd, 2, " KV bytes [x2]"},
                              {ck::kAttentionFd, 3, " KV bytes [x3]"},
                              {ck::kAttentionFd, 4, " KV bytes [x4]"}};
     for (const auto& [kernel, variant, suffix] : forced) {
@@ -263,7 +266,8 @@ Status attention(Family& f) {
         const ck::AttentionFdPlan plan =
             ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
         shape += cat(" units ", std::to_string(plan.grid_units), " x ",
-                     std::to_string(plan.chunks_per_unit * 16), " keys");
+                     std::to_string(plan.chunks_per_unit * 16), " keys, ",
+                     std::to_string(plan.heads_per_block), " heads");
       }
       ck::set_attention_kernel_override(kernel);
       f.measure(op, shape, kv_bytes, flops,
@@ -272,28 +276,35 @@ Status attention(Family& f) {
       ck::set_attention_fd_variant_override(-1);
     }
     // Session 8: other cuts of the default plan (decode, batch <= 16), to calibrate the plan's
-    // makespan model: "[fd cut N]" / "[x4 cut N]" = N chunks (16 keys) per unit.
-    if (f.p.decode && S <= 16) {
-      for (const int variant : {0, 4}) {
-        for (int cut : {1, 2, 3, 5, 8, 10, 20, 40}) {
-          const std::string op = std::string(kd.name) +
-                                 (variant == 0 ? " KV bytes [fd cut " : " KV bytes [x4 cut ") +
-                                 std::to_string(cut) + "]";
-          if (!f.wanted(op)) continue;
-          ck::set_attention_fd_chunks_per_unit_override(cut);
-          ck::set_attention_fd_variant_override(variant);
-          const ck::AttentionFdPlan plan =
-              ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
-          const std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz), " units ",
-                                        std::to_string(plan.grid_units), " x ",
-                                        std::to_string(plan.chunks_per_unit * 16), " keys");
-          ck::set_attention_kernel_override(ck::kAttentionFd);
-          f.measure(op, shape, kv_bytes, flops,
-                    [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
-          ck::set_attention_kernel_override(-1);
-          ck::set_attention_fd_chunks_per_unit_override(0);
-          ck::set_attention_fd_variant_override(-1);
-        }
+    // makespan model: "[fd cut N]" / "[x4 cut N]" = N chunks (16 keys) per unit; session 11:
+    // "[x1 hH cut N]" = x1 with H heads per block (any batch: the head-split model's constants).
+    struct Cut { int variant, heads; };
+    const bool all_cuts = f.p.decode && S <= 16;
+    for (const Cut vc : {Cut{0, 64}, Cut{4, 64}, Cut{1, 32}, Cut{1, 16}}) {
+      if (!f.p.decode || (vc.variant != 1 && !all_cuts)) continue;
+      for (int cut : {1, 2, 3, 5, 8, 10, 20, 40}) {
+        const std::string op = std::string(kd.name) + " KV bytes [" +
+                               (vc.variant == 0 ? std::string("fd")
+                                : vc.variant == 4 ? std::string("x4")
+                                                  : "x1 h" + std::to_string(vc.heads)) +
+                               " cut " + std::to_string(cut) + "]";
+        if (!f.wanted(op)) continue;
+        ck::set_attention_fd_chunks_per_unit_override(cut);
+        ck::set_attention_fd_variant_override(vc.variant);
+        ck::set_attention_fd_heads_override(vc.variant == 1 ? vc.heads : 0);
+        const ck::AttentionFdPlan plan =
+            ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
+        const std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz), " units ",
+                                      std::to_string(plan.grid_units), " x ",
+                                      std::to_string(plan.chunks_per_unit * 16), " keys, ",
+                                      std::to_string(plan.heads_per_block), " heads");
+        ck::set_attention_kernel_override(ck::kAttentionFd);
+        f.measure(op, shape, kv_bytes, flops,
+                  [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
+        ck::set_attention_kernel_override(-1);
+        ck::set_attention_fd_chunks_per_unit_override(0);
+        ck::set_attention_fd_variant_override(-1);
+        ck::set_attention_fd_heads_override(0);
       }
     }
   }

@@ -119,18 +119,23 @@ Env Env::from_process() {
     if (auto v = get(name)) {
       static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
                                           "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
-                                          "w2",   "w3", "x1", "x2", "x3", "x4", "y1", "y2",
-                                          "y3",   "y4"};
+                                          "w2",   "w3", "x1", "x2", "x3", "x4"};
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
       if (ok) *field = *v;
-      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3, x1..x4 or y1..y4; using auto");
+      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x4; using auto");
     }
   }
 
   if (auto v = get("DEEPINFER_ATTENTION_KERNEL")) {
-    if (*v == "auto" || *v == "x1" || *v == "x2" || *v == "x3" || *v == "x4") e.attention_kernel = *v;
-    else log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto or x1..x4; using auto");
+    if (*v == "auto" || *v == "fd" || *v == "x1" || *v == "x2" || *v == "x3" || *v == "x4")
+      e.attention_kernel = *v;
+    else log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto, fd or x1..x4; using auto");
+  }
+  if (auto v = get("DEEPINFER_ATTENTION_BI_CHUNKS")) {
+    const int n = std::atoi(v->c_str());
+    if (n >= 1 && n <= 64 && std::to_string(n) == *v) e.attention_bi_chunks = n;
+    else log_warning("DEEPINFER_ATTENTION_BI_CHUNKS='" + *v + "' is not 1..64; using the default");
   }
   if (auto v = get("DEEPINFER_CUDA_GRAPHS")) {
     if (*v == "0" || *v == "1") e.cuda_graphs = *v == "1";

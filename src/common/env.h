@@ -100,9 +100,15 @@ struct Env {
   std::string gemv_kernel = "auto";
   std::string experts_kernel = "auto";
   std::string small_linear = "auto";
-  // DEEPINFER_ATTENTION_KERNEL: auto | x1..x4 — the split-key attention kernel (attention_fd.cu)
-  //   or a session-10 variant of it.
+  // DEEPINFER_ATTENTION_KERNEL: auto | fd | x1..x4 — the split-key attention kernel: auto = x1
+  //   (session 11: attention_fd.cu with head-split blocks at fd's cut, fd's bits), fd = its
+  //   64-head blocks, x2 = head split with its own cut, x3 / x4 = attention_x4.cu (wgmma).
   std::string attention_kernel = "auto";
+  // DEEPINFER_ATTENTION_BI_CHUNKS: 1..64 | 0 (default: attention_fd.h kFdInvariantChunks) — under
+  // --batch-invariant the split-key attention cuts every token's key list into units of this many
+  // 16-key chunks (a function of the token's key count only, so any value keeps batch
+  // invariance; fewer chunks per unit = more blocks per token at small batches).
+  int attention_bi_chunks = 0;
   // DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 — replay decode steps from captured CUDA graphs.
   bool cuda_graphs = true;
 

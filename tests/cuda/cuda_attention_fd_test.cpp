@@ -15,6 +15,10 @@
 // set_attention_fd_variant_override); added: each x variant next to fd on the same inputs (both
 // errors printed), a one / two-key diagnostic, the variant switch. Every expect_close prints its
 // worst error ("[fd err]" / "[x3 err]" / "[x4 err]" lines), so the H200 log records them.
+// Session 11: the head-split variants x1 / x2 (attention_fd.cu blocks of 32 or 16 heads) join the
+// parameterization (x1 is DEEPINFER_ATTENTION_KERNEL=auto since session 11; .../fd = variant 0,
+// the 64-head blocks alone, =fd), and HeadSplitGivesAttentionFdsBits compares them with fd by
+// memcmp; under --batch-invariant the cut is 1 chunk per unit, at most 16 units.
 // Fresh random inputs per run; the seed is printed on failure.
 #include <gtest/gtest.h>
 
@@ -30,6 +34,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/attention_fd.h"
 #include "backend/cuda/cuda_backend.h"
+#include "common/env.h"
 #include "device_pair.h"
 
 namespace deepinfer::cuda {
@@ -74,8 +79,11 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
   void TearDown() override {
     kernels::set_attention_kernel_override(-1);
     kernels::set_attention_fd_variant_override(-1);
+    kernels::set_attention_fd_heads_override(0);
+    kernels::set_attention_fd_chunks_per_unit_override(0);
   }
-  const char* name() const { return variant_ == 0 ? "fd" : (variant_ == 3 ? "x3" : "x4"); }
+  const char* name() const { return kVariantNames[variant_]; }
+  static constexpr const char* kVariantNames[] = {"fd", "x1", "x2", "x3", "x4"};
 
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
@@ -161,8 +169,9 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
 
   // Tokens `which` of p as one batch; hint: max_keys (−2: the true longest list, −1: unknown);
   // misalign: q and kv start 4 bytes past a 16-byte boundary.
+  // status: where synchronize()'s status goes (bad ids); null: it must be OK.
   Tensor run(CudaBackend& be, const Problem& p, const std::vector<int64_t>& which, bool sinks,
-             int64_t hint = -2, bool misalign = false) {
+             int64_t hint = -2, bool misalign = false, Status* status = nullptr) {
     const int64_t n = static_cast<int64_t>(which.size());
     Tensor q = Tensor::empty(DType::kF32, {n * p.nH * kD + 1});
     std::vector<int32_t> offs{0}, ids;
@@ -190,7 +199,12 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
                              dout.dev, hint == -2 ? longest : hint);
     EXPECT_TRUE(st.ok()) << st.to_string();
     st = be.synchronize();
-    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (status) {
+      *status = st;
+      EXPECT_TRUE(be.synchronize().ok());  // the error flag was cleared
+    } else {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
     return to_host(dout);
   }
   // The same call on the SIMT kernel (attention.cu).
@@ -234,7 +248,7 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
     return v;
   }
 
-  int variant_ = 0;  // the split-key variant under test (0: fd, 3: x3, 4: x4)
+  int variant_ = 0;  // the split-key variant under test (0: fd, 1: x1, 2: x2, 3: x3, 4: x4)
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   std::unique_ptr<CudaBackend> gpu_, gpu_bi_;
@@ -244,7 +258,8 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
   // Host arithmetic only (runs without a GPU).
   // CSA decode (640 keys = 40 chunks) on 132 SMs: batch 1 is cut into many units, batch 128
   // (one block per SM already) into none; HCA (192 keys) likewise. Under --batch-invariant the
-  // target cut is the constant 8 chunks for every batch size.
+  // target cut is the constant 1 chunk for every batch size, at most 16 units (session 11; was 8
+  // chunks, up to 64 units).
   const auto b1 = kernels::attention_fd_plan(1, 64, 640, 132, false);
   EXPECT_GE(b1.grid_units, 20);
   EXPECT_GT(b1.parts_floats, 0);
@@ -257,7 +272,7 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
   for (int64_t S : {1, 4, 16, 64, 128, 4096}) {
     const auto p = kernels::attention_fd_plan(S, 64, 640, 132, true);
     EXPECT_EQ(p.chunks_per_unit, kernels::kFdInvariantChunks) << "S " << S;
-    EXPECT_EQ(p.grid_units, 5) << "S " << S;
+    EXPECT_EQ(p.grid_units, kernels::kFdInvariantMaxUnits) << "S " << S;
     EXPECT_LE(p.parts_floats, int64_t{16} << 20) << "S " << S;  // the batch is walked in slices
   }
   EXPECT_EQ(kernels::attention_fd_plan(1, 64, 16, 132, false).grid_units, 1);  // one chunk
@@ -270,7 +285,8 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
 
 TEST(CudaAttentionFdPlan, TheVariantSwitchReachesThePlan) {
   // Host arithmetic only: the override (then DEEPINFER_ATTENTION_KERNEL) picks the variant the
-  // plan records (0 fd, 3 x3, 4 x4; anything else returns to the environment); the x variants
+  // plan records (0 fd, 1 x1 = auto, 2 x2, 3 x3, 4 x4; anything else returns to the environment,
+  // whose auto is x1); the x variants
   // keep attention_fd's cut (the same chunk of 16 keys, the same units).
   for (int v : {3, 4}) {
     kernels::set_attention_fd_variant_override(v);
@@ -287,12 +303,193 @@ TEST(CudaAttentionFdPlan, TheVariantSwitchReachesThePlan) {
     EXPECT_EQ(fd.grid_units, x.grid_units);
     EXPECT_EQ(fd.chunks_per_unit, x.chunks_per_unit);
   }
-  for (int removed : {1, 2, 5, 7}) {  // x1 / x2 were removed: back to the environment
+  for (int removed : {5, 7, -3}) {  // no such variant: back to the environment
     kernels::set_attention_fd_variant_override(removed);
     EXPECT_EQ(kernels::attention_fd_variant(), kernels::attention_fd_plan(1, 64, 640, 132, false).variant);
     EXPECT_NE(kernels::attention_fd_variant(), removed);
+    if (env().attention_kernel == "auto") {
+      EXPECT_EQ(kernels::attention_fd_variant(), 1);
+    }
   }
   kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST(CudaAttentionFdPlan, BatchInvariantCutIsAFunctionOfTheTokensKeyCount) {
+  // Host arithmetic only. Under --batch-invariant a token of c chunks is cut into min(c, 16)
+  // units of ⌈c / min(c, 16)⌉ chunks (attention_fd.h's formula applied to the plan), whatever the
+  // batch size, the longest list next to it (short tokens beside ones of > 16 chunks) or the
+  // variant (fd, the head-split x1 / x2, the wgmma x3 / x4).
+  auto cut = [](const kernels::AttentionFdPlan& p, int64_t keys) {
+    const int64_t chunks = (keys + 15) / 16;
+    if (chunks == 0) return std::pair<int64_t, int64_t>{1, 0};
+    const int64_t n = std::min<int64_t>((chunks + p.chunks_per_unit - 1) / p.chunks_per_unit, p.grid_units);
+    const int64_t per = (chunks + n - 1) / n;
+    return std::pair<int64_t, int64_t>{(chunks + per - 1) / per, per};
+  };
+  for (int v : {0, 1, 2, 3, 4}) {
+    kernels::set_attention_fd_variant_override(v);
+    for (int64_t keys : {1, 15, 16, 17, 255, 256, 257, 272, 273, 640, 1500, 3000}) {
+      const int64_t chunks = (keys + 15) / 16;
+      const int64_t n = std::min<int64_t>(chunks, kernels::kFdInvariantMaxUnits);
+      for (int64_t S : {1, 4, 16, 128}) {
+        for (int64_t longest : {keys, int64_t{272}, int64_t{640}, int64_t{3000}, int64_t{20000}}) {
+          if (longest < keys) continue;
+          const auto p = kernels::attention_fd_plan(S, 64, longest, 132, true);
+          const auto [units, per] = cut(p, keys);
+          EXPECT_EQ(units, (chunks + (chunks + n - 1) / n - 1) / ((chunks + n - 1) / n))
+              << "x" << v << " " << keys << " keys, batch " << S << ", longest " << longest;
+          EXPECT_EQ(per, (chunks + n - 1) / n)
+              << "x" << v << " " << keys << " keys, batch " << S << ", longest " << longest;
+          EXPECT_LE(p.grid_units, kernels::kFdInvariantMaxUnits);
+        }
+      }
+    }
+  }
+  kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST(CudaAttentionFdPlan, HeadSplitVariantsPickTheHeadsPerBlockAndX1KeepsFdsCut) {
+  // Host arithmetic only. x1 / x2 pick 64, 32 or 16 heads per block; x1 keeps fd's cut at every
+  // batch (so its output is fd's bit for bit), x2 keeps it under --batch-invariant. A batch-1 CSA
+  // or HCA token (8 … 40 blocks of 64 heads) is spread over smaller blocks; batch 128 (one block
+  // per SM already) keeps 64. fd and the wgmma variants always run 64 heads per block; the heads
+  // override (bench_ops, tests) reaches x1 / x2 only.
+  auto plan = [](int v, int64_t S, int64_t keys, bool bi) {
+    kernels::set_attention_fd_variant_override(v);
+    return kernels::attention_fd_plan(S, 64, keys, 132, bi);
+  };
+  for (int64_t keys : {int64_t{1}, int64_t{17}, int64_t{144}, int64_t{192}, int64_t{640}, int64_t{3000}}) {
+    for (int64_t S : {1, 4, 16, 128}) {
+      for (bool bi : {false, true}) {
+        const std::string tag = std::to_string(keys) + " keys, batch " + std::to_string(S) +
+                                (bi ? ", batch-invariant" : "");
+        const auto fd = plan(0, S, keys, bi);
+        EXPECT_EQ(fd.heads_per_block, 64) << tag;
+        for (int v : {1, 2}) {
+          const auto x = plan(v, S, keys, bi);
+          EXPECT_EQ(x.variant, v) << tag;
+          EXPECT_TRUE(x.heads_per_block == 16 || x.heads_per_block == 32 || x.heads_per_block == 64)
+              << tag << ": " << x.heads_per_block;
+          if (v == 1 || bi) {
+            EXPECT_EQ(x.chunks_per_unit, fd.chunks_per_unit) << tag << " x" << v;
+            EXPECT_EQ(x.grid_units, fd.grid_units) << tag << " x" << v;
+            EXPECT_EQ(x.parts_floats, fd.parts_floats) << tag << " x" << v;
+          }
+          if (S == 1 && keys >= 144 && !bi) {
+            EXPECT_LT(x.heads_per_block, 64) << tag << " x" << v;
+          }
+          if (S == 128 && keys >= 640) {
+            EXPECT_EQ(x.heads_per_block, 64) << tag << " x" << v;
+          }
+        }
+      }
+    }
+  }
+  for (int h : {16, 32, 64}) {
+    kernels::set_attention_fd_heads_override(h);
+    EXPECT_EQ(plan(1, 128, 640, false).heads_per_block, h);
+    EXPECT_EQ(plan(2, 1, 17, true).heads_per_block, h);
+    EXPECT_EQ(plan(0, 1, 640, false).heads_per_block, 64);
+    EXPECT_EQ(plan(4, 1, 640, false).heads_per_block, 64);
+  }
+  kernels::set_attention_fd_heads_override(0);
+  EXPECT_EQ(plan(1, 128, 640, false).heads_per_block, 64);
+  kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST_P(CudaAttentionFd, HeadSplitGivesAttentionFdsBits) {
+  // x1 / x2 with 16 and 32 heads per block against fd (64) at the same cut, compared with memcmp
+  // over the whole output: V4 decode lists (window 128 + 512 of 1024 CSA entries, + all 64 HCA
+  // entries) at batches 1 / 4 / 16; lists of 1 … 17 keys and 600+ in one batch; 128 heads (two
+  // Q scale groups); with and without sinks; the cut of the plan and forced cuts of 1 and 3 chunks
+  // per unit; the batch-invariant plan; misaligned q / kv; bad key ids (both report the error and
+  // write the same bits). Fresh random inputs: the Q scale must be the max over the whole group of
+  // 64 heads and the channel eighths must be summed as fd's quarters, or the bits differ.
+  if (variant_ != 1 && variant_ != 2) GTEST_SKIP() << "not a head-split variant";
+  struct Case { std::string name; Problem p; };
+  std::vector<Case> cases;
+  for (int64_t B : {1, 4, 16}) {
+    cases.push_back({"CSA batch " + std::to_string(B), decode(B, 64, 1024, 512)});
+    cases.push_back({"HCA batch " + std::to_string(B), decode(B, 64, 64, 64)});
+  }
+  std::vector<int64_t> short_lists;
+  for (int64_t n = 1; n <= 17; ++n) short_lists.push_back(n);
+  cases.push_back({"1 … 17 keys", lengths(64, 700, short_lists)});
+  cases.push_back({"600+ keys, 128 heads", lengths(128, 1200, {600, 641, 777, 1100, 16})});
+  int dev = 0, sms = 132;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  int64_t compared = 0;
+  auto expect_same = [&](const std::string& what, const Tensor& fd, const Tensor& x) {
+    ASSERT_EQ(fd.numel(), x.numel()) << what;
+    int64_t differ = 0, first = -1;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (std::memcmp(fd.data<float>() + i, x.data<float>() + i, sizeof(float)) != 0) {
+        ++differ;
+        if (first < 0) first = i;
+      }
+    EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << x.numel()
+                         << " outputs differ, first at " << first << " (fd "
+                         << fd.data<float>()[first < 0 ? 0 : first] << ", " << name() << " "
+                         << x.data<float>()[first < 0 ? 0 : first] << ") seed " << seed_;
+    ++compared;
+  };
+  for (int heads : {16, 32}) {
+    kernels::set_attention_fd_heads_override(heads);
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Problem& p = cases[ci].p;
+      const auto all = iota(p.S);
+      int64_t longest = 0;
+      for (const auto& l : p.lists) longest = std::max<int64_t>(longest, static_cast<int64_t>(l.size()));
+      for (int cut : {0, 1, 3}) {
+        const bool sinks = (ci + cut) % 2 == 0;
+        const std::string tag = cases[ci].name + ", " + std::to_string(heads) + " heads, cut " +
+                                (cut ? std::to_string(cut) : std::string("of the plan")) +
+                                (sinks ? ", sinks" : ", no sinks");
+        // The variant's own plan (x2 may re-cut), then fd forced to the same cut.
+        kernels::set_attention_fd_chunks_per_unit_override(cut);
+        kernels::set_attention_fd_variant_override(variant_);
+        const auto xp = kernels::attention_fd_plan(p.S, p.nH, longest, sms, false);
+        ASSERT_EQ(xp.heads_per_block, heads) << tag;
+        const Tensor x = run(*gpu_, p, all, sinks);
+        kernels::set_attention_fd_chunks_per_unit_override(xp.chunks_per_unit);
+        kernels::set_attention_fd_variant_override(0);
+        const Tensor fd = run(*gpu_, p, all, sinks);
+        expect_same(tag, fd, x);
+        if (cut == 0 && ci % 3 == 0) {  // misaligned q / kv (4-byte copies, scalar Q loads)
+          kernels::set_attention_fd_chunks_per_unit_override(cut);
+          kernels::set_attention_fd_variant_override(variant_);
+          const Tensor xm = run(*gpu_, p, all, sinks, -2, true);
+          kernels::set_attention_fd_chunks_per_unit_override(xp.chunks_per_unit);
+          kernels::set_attention_fd_variant_override(0);
+          expect_same(tag + ", misaligned", run(*gpu_, p, all, sinks, -2, true), xm);
+        }
+        kernels::set_attention_fd_chunks_per_unit_override(0);
+      }
+      kernels::set_attention_fd_variant_override(variant_);
+      const Tensor xbi = run(*gpu_bi_, p, all, true);
+      kernels::set_attention_fd_variant_override(0);
+      expect_same(cases[ci].name + ", " + std::to_string(heads) + " heads, batch-invariant",
+                  run(*gpu_bi_, p, all, true), xbi);
+    }
+    // Bad ids (−1 and T) in two tokens of a batch of 4: both kernels report OUT_OF_RANGE and
+    // write the same bits (a bad row is read as zeros and not counted).
+    Problem b = lengths(64, 300, {200, 100, 17, 5});
+    b.lists[0][17] = -1;
+    b.lists[2][3] = 300;
+    Status sx, sf;
+    kernels::set_attention_fd_variant_override(variant_);
+    const Tensor xb = run(*gpu_, b, iota(4), true, -2, false, &sx);
+    kernels::set_attention_fd_variant_override(0);
+    const Tensor fb = run(*gpu_, b, iota(4), true, -2, false, &sf);
+    EXPECT_EQ(sx.code(), StatusCode::kOutOfRange) << sx.to_string();
+    EXPECT_EQ(sf.code(), StatusCode::kOutOfRange) << sf.to_string();
+    EXPECT_NE(sx.message().find("attention: key id"), std::string::npos) << sx.message();
+    expect_same("bad key ids, " + std::to_string(heads) + " heads", fb, xb);
+  }
+  kernels::set_attention_fd_heads_override(0);
+  kernels::set_attention_fd_variant_override(variant_);
+  std::printf("[%s] %lld outputs compared bitwise with fd\n", name(), static_cast<long long>(compared));
 }
 
 TEST_P(CudaAttentionFd, NextToAttentionFdOnTheSameInputs) {
@@ -404,7 +601,8 @@ TEST_P(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlig
   // --batch-invariant: 40 tokens of mixed lengths (edges, CSA-sized, random up to 1500) give every
   // token the same bits alone, in the batch, reversed, in sub-batches of 4 and 16, without the
   // max_keys hint and with misaligned q / kv.
-  std::vector<int64_t> ns{0, 1, 16, 17, 128, 129, 640, 641, 1500};
+  // (272 keys = 17 chunks and 2500: more chunks than the 16-unit cap, next to short tokens.)
+  std::vector<int64_t> ns{0, 1, 16, 17, 128, 129, 272, 640, 641, 1500, 2500};
   while (ns.size() < 40) ns.push_back(static_cast<int64_t>(rng_() % 1501));
   std::shuffle(ns.begin(), ns.end(), rng_);
   Problem p = lengths(64, 2000, ns);
@@ -553,9 +751,10 @@ TEST_P(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble
 }
 
 std::string variant_name(const ::testing::TestParamInfo<int>& i) {
-  return i.param == 0 ? "fd" : (i.param == 3 ? "x3" : "x4");
+  const char* names[] = {"fd", "x1", "x2", "x3", "x4"};
+  return names[i.param];
 }
-INSTANTIATE_TEST_SUITE_P(Variants, CudaAttentionFd, ::testing::Values(0, 3, 4), variant_name);
+INSTANTIATE_TEST_SUITE_P(Variants, CudaAttentionFd, ::testing::Values(0, 1, 2, 3, 4), variant_name);
 
 }  // namespace
 }  // namespace deepinfer::cuda

@@ -79,22 +79,39 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kQhOff = 0;
-constexpr int kQlOff = kQhOff + kH * kRowB;
-constexpr int kKhOff = kQlOff + kH * kRowB;
-constexpr int kKlOff = kKhOff + kNc * kRowB;
-constexpr int kRawOff = kKlOff + kNc * kRowB;
-constexpr int kRawBytes = kNc * kD * 4;
-constexpr int kXsOff = kRawOff + kRawBytes;
-constexpr int kXsFloats = 16;  // per lane per warp: 2 m-tiles × 2 n-tiles × 4
-constexpr int kXsBytes = kWarps * kXsFloats * 32 * 4;
-constexpr int kSmemBytes = kXsOff + kXsBytes;  // 212992
-static_assert(kSmemBytes + 1024 <= 227 * 1024, "attention_fd: shared memory");
 constexpr int kPieces = kNc * kD / 4 / kThreads;  // 16-byte pieces per thread per chunk: 8
 
-// The 4 warps of m-pair mp (w = mp, mp + 2, mp + 4, mp + 6); ids 1-2 (0 is __syncthreads).
-__device__ __forceinline__ void mpair_barrier(int mp) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + mp), "r"(128) : "memory");
+// The block's warp layout. kGr = 64-channel groups per warp, kMt = m-tiles (16 heads) per warp:
+//   fd <2, 2>: 2 head sets (m-pairs) × 4 channel quarters, 64 heads per block (the layout above);
+//   session 11's head-split blocks (variants x1 / x2, attention_fd_plan picks the heads per
+//   block): <1, 2> 32 heads, <1, 1> 16 heads — one head set × 8 channel eighths. Every logit,
+//   softmax and P·V element is computed by the same instructions on the same operands as in fd
+//   (a warp's S chain over its 64 channels is one of fd's group chains; the eighths are summed
+//   into quarters as fd sums its two groups, (0 + group 0) + group 1, then ((q0 + q1) + q2) + q3),
+//   so a head-split block gives fd's bits for its heads.
+template <int kGr, int kMt>
+struct Layout {
+  static constexpr int kHs = kGr;                 // head sets (warps w % kHs)
+  static constexpr int kParts = kWarps / kHs;     // channel parts (warps w / kHs)
+  static constexpr int kHeads = kHs * kMt * 16;   // heads per block
+  static constexpr int kNt = 8 * kGr;             // P·V n-tiles (8 channels) per warp
+  static constexpr int kXsFloats = kMt * 8;       // exchange floats per lane: kMt × 2 n-tiles × 4
+  static constexpr int kQhOff = 0;
+  static constexpr int kQlOff = kQhOff + kHeads * kRowB;
+  static constexpr int kKhOff = kQlOff + kHeads * kRowB;
+  static constexpr int kKlOff = kKhOff + kNc * kRowB;
+  static constexpr int kRawOff = kKlOff + kNc * kRowB;
+  static constexpr int kXsOff = kRawOff + kNc * kD * 4;
+  static constexpr int kSmemBytes = kXsOff + kWarps * kXsFloats * 32 * 4;  // fd: 212992
+  // 16-head blocks fit twice on an SM (104 KiB of shared memory, ≤ 128 registers).
+  static constexpr int kMinBlocks = kHeads == 16 ? 2 : 1;
+  static_assert(kSmemBytes * kMinBlocks + 1024 * kMinBlocks <= 227 * 1024, "shared memory");
+};
+
+// The kParts warps of head set hs (w = hs, hs + kHs, …); ids 1-2 (0 is __syncthreads).
+template <int kParts>
+__device__ __forceinline__ void head_set_barrier(int hs) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + hs), "r"(32 * kParts) : "memory");
 }
 
 // Issues (and commits as one group) this thread's copies of the n ≤ 16 rows whose ids are
@@ -132,7 +149,13 @@ __device__ __forceinline__ void issue_chunk(const Args& p, const int32_t* idp, i
   cp_async_commit();
 }
 
-__global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
+template <int kGr, int kMt>
+__global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
+    attention_fd_kernel(Args p) {
+  using L = Layout<kGr, kMt>;
+  constexpr int kHs = L::kHs, kHeads = L::kHeads, kXsFloats = L::kXsFloats;
+  constexpr int kQhOff = L::kQhOff, kQlOff = L::kQlOff, kKhOff = L::kKhOff, kKlOff = L::kKlOff,
+                kRawOff = L::kRawOff, kXsOff = L::kXsOff;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float red[kWarps];    // per chunk: the warps' K = V tile maxima
   __shared__ float red_q[kWarps];  // once: the warps' Q maxima
@@ -140,9 +163,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   __shared__ int32_t ids_s[kNc];  // the key ids of the next chunk to issue (staged by warp 0)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int mp = warp & 1, qt = warp >> 1;
-  const int64_t groups = p.nH / kH;
-  const int64_t s = blockIdx.x / groups, g = blockIdx.x % groups;
+  static_assert(kHs == 1 || kHs == 2, "head sets");
+  const int hs = warp & (kHs - 1), pt = warp >> (kHs - 1);  // fd: m-pair, channel quarter
+  const int64_t groups = p.nH / kHeads;
+  const int64_t s = blockIdx.x / groups, hb = (blockIdx.x % groups) * kHeads;  // first head
   // Launched with PDL (pdl.cuh): every input may come from the previous kernel, so wait first
   // (every CTA, before any read); the combine (or the next kernel) may then be scheduled.
   pdl::wait();
@@ -166,23 +190,28 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
   }
   // Q: scaled and split into hi/lo fp16 (split_q, attention_fd_common.cuh; session 7's
   // arithmetic). Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
-  const float* qp = p.q + (s * p.nH + g * kH) * kD;
-  const int tq = split_q<kThreads>(qp, p.q_aligned, red_q, [] { __syncthreads(); },
-                                   [&](int r, int c, const uint4& hi, const uint4& lo) {
-                                     *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
-                                     *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
-                                   });
+  // A head-split block reads its whole group of 64 heads for the max (the same tq as fd).
+  const int own0 = kHeads == kH ? 0 : static_cast<int>(hb % kH);
+  const float* qp = p.q + (s * p.nH + (hb - own0)) * kD;
+  const int tq = split_q<kThreads, kHeads>(
+      qp, p.q_aligned, red_q, [] { __syncthreads(); },
+      [&](int r, int c, const uint4& hi, const uint4& lo) {
+        *reinterpret_cast<uint4*>(smem + kQhOff + swz(r, c)) = hi;
+        *reinterpret_cast<uint4*>(smem + kQlOff + swz(r, c)) = lo;
+      },
+      own0);
 
   // This thread's pieces of every chunk: float4 column c4 of rows r0 + 2i, i < 8.
   const int c4 = tid & 127, r0 = tid >> 7;
-  // ldmatrix row offsets at the quarter's first 16-byte chunk (qt·16); a k-step (2 chunks) is
-  // ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only; see attention_fd.cu).
-  // The second m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
-  const uint32_t q_off0 =
-      swz(2 * mp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qt * 16 + (lane >> 4));
-  const uint32_t q_off1 = q_off0 + 16 * kRowB;
-  const uint32_t k_off = swz((lane & 7) + ((lane >> 4) << 3), qt * 16 + ((lane >> 3) & 1));
-  const uint32_t v_off = swz((lane & 7) + ((lane >> 3) & 1) * 8, qt * 16);
+  // ldmatrix row offsets at the part's first 16-byte chunk (pt·kGr·8: fd's quarter qt·16); a
+  // k-step (2 chunks) is ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only; see
+  // attention_fd.cu). The next m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
+  const int ch0 = pt * kGr * 8;
+  uint32_t q_off[kMt];
+  q_off[0] = swz(hs * kMt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, ch0 + (lane >> 4));
+  if (kMt > 1) q_off[kMt - 1] = q_off[0] + 16 * kRowB;
+  const uint32_t k_off = swz((lane & 7) + ((lane >> 4) << 3), ch0 + ((lane >> 3) & 1));
+  const uint32_t v_off = swz((lane & 7) + ((lane >> 3) & 1) * 8, ch0);
   const uint32_t vbuf = base + ((lane >> 4) ? kKlOff : kKhOff);
   float* xs = reinterpret_cast<float*>(smem + kXsOff);
 
@@ -198,16 +227,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
     // them after its P·V, so the issue never waits on a global load of ids.
     if (warp == 0 && lane < kNc && c0 + 1 < c1 && lane < chunk_rows(c0 + 1))
       ids_s[lane] = p.ids[begin + (c0 + 1) * kNc + lane];
-    // Softmax state of rows g and g + 8 of each m-tile (the same in the 4 warps of the m-pair).
-    float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
-    float l_run[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-    float acc[2][16][4];
+    // Softmax state of rows g and g + 8 of each m-tile (the same in the warps of the head set).
+    float m_run[kMt][2], l_run[kMt][2];
+    float acc[kMt][L::kNt][4];
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < kMt; ++mi) {
+      m_run[mi][0] = m_run[mi][1] = -INFINITY;
+      l_run[mi][0] = l_run[mi][1] = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt)
+      for (int nt = 0; nt < L::kNt; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
+    }
     int e_acc = 0;  // acc = a · 2^(14 + e_acc)
 
     for (int c = c0; c < c1; ++c) {
@@ -252,19 +283,19 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
       const bool stage_ids = warp == 0 && lane < kNc && c + 2 < c1 && lane < chunk_rows(c + 2);
       if (stage_ids) next_id = p.ids[begin + (c + 2) * kNc + lane];
 
-      // ---- S = Q·Kᵀ: m-tiles 2mp, 2mp + 1 × 16 keys over channels [128·qt, 128·qt + 128) ----
-      float sv[2][2][4];
+      // ---- S = Q·Kᵀ: the warp's m-tiles × 16 keys over its kGr groups of 64 channels ----
+      float sv[kMt][2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < kMt; ++mi)
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll
           for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
 #pragma unroll
-      for (int grp = 0; grp < 2; ++grp) {
-        float tx[2][2][4];
+      for (int grp = 0; grp < kGr; ++grp) {
+        float tx[kMt][2][4];
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < kMt; ++mi)
 #pragma unroll
           for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -272,15 +303,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
-          uint32_t qh[2][4], ql[2][4], kh[4], kl[4];
-          ldsm_x4(qh[0], base + kQhOff + (q_off0 ^ step));
-          ldsm_x4(ql[0], base + kQlOff + (q_off0 ^ step));
-          ldsm_x4(qh[1], base + kQhOff + (q_off1 ^ step));
-          ldsm_x4(ql[1], base + kQlOff + (q_off1 ^ step));
+          uint32_t qh[kMt][4], ql[kMt][4], kh[4], kl[4];
+#pragma unroll
+          for (int mi = 0; mi < kMt; ++mi) {
+            ldsm_x4(qh[mi], base + kQhOff + (q_off[mi] ^ step));
+            ldsm_x4(ql[mi], base + kQlOff + (q_off[mi] ^ step));
+          }
           ldsm_x4(kh, base + kKhOff + (k_off ^ step));
           ldsm_x4(kl, base + kKlOff + (k_off ^ step));
 #pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {  // per accumulator: hi·lo', lo·hi', hi·hi' (session 7's order)
+          for (int mi = 0; mi < kMt; ++mi) {  // per accumulator: hi·lo', lo·hi', hi·hi' (session 7's order)
             mma(tx[mi][0], qh[mi], kl[0], kl[1]);
             mma(tx[mi][1], qh[mi], kl[2], kl[3]);
             mma(tx[mi][0], ql[mi], kh[0], kh[1]);
@@ -290,37 +322,42 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
           }
         }
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
+        for (int mi = 0; mi < kMt; ++mi)
 #pragma unroll
           for (int n = 0; n < 2; ++n)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) sv[mi][n][i] = __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
+            for (int i = 0; i < 4; ++i)  // an eighth's one group goes out as is (summed below)
+              sv[mi][n][i] = kGr == 1 ? tx[mi][n][i] : __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
       }
-      // Exchange the quarters: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk); quarter q
-      // of m-pair mp is warp mp + 2q.
+      // Exchange the parts: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk), part q of
+      // head set hs is warp hs + kHs·q; with eighths quarter q is (0 + e_2q) + e_2q+1 (fd's
+      // (0 + group 0) + group 1).
 #pragma unroll
       for (int i = 0; i < kXsFloats; ++i)
         xs[(warp * kXsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
-      mpair_barrier(mp);
+      head_set_barrier<L::kParts>(hs);
       const float lf = ldexpf(p.scale, -(tq + tk));
-      float lg[2][2][4];
+      float lg[kMt][2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < kMt; ++mi)
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int slot = mi * 8 + i;
-          float sum = xs[(mp * kXsFloats + slot) * 32 + lane];
+          auto part = [&](int q) { return xs[((hs + kHs * q) * kXsFloats + slot) * 32 + lane]; };
+          auto quarter = [&](int q) {
+            return kGr == 2 ? part(q) : __fadd_rn(__fadd_rn(0.f, part(2 * q)), part(2 * q + 1));
+          };
+          float sum = quarter(0);
 #pragma unroll
-          for (int q = 1; q < 4; ++q)
-            sum = __fadd_rn(sum, xs[((mp + 2 * q) * kXsFloats + slot) * 32 + lane]);
+          for (int q = 1; q < 4; ++q) sum = __fadd_rn(sum, quarter(q));
           const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
           lg[mi][i >> 2][i & 3] = valid_s[vb][key] ? __fmul_rn(sum, lf) : -INFINITY;
         }
       // ---- online softmax per m-tile, rows g (i = 0, 1) and g + 8 (i = 2, 3) ----
-      float f[2][2];
-      uint32_t ph[2][4], pl[2][4];
+      float f[kMt][2];
+      uint32_t ph[kMt][4], pl[kMt][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
+      for (int mi = 0; mi < kMt; ++mi) {
         float pv[2][4];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -360,13 +397,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
       }
       e_acc = tk;
 
-      // ---- O = O·f + P·V over the warp's 128 channels, one V fragment for both m-tiles ----
+      // ---- O = O·f + P·V over the warp's 64·kGr channels, one V fragment for its m-tiles ----
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
+      for (int nt = 0; nt < L::kNt; ++nt) {
         uint32_t v[4];  // hi b0, hi b1, lo b0, lo b1
         ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
+        for (int mi = 0; mi < kMt; ++mi) {
           float t[4] = {0.f, 0.f, 0.f, 0.f};
           mma(t, ph[mi], v[2], v[3]);
           mma(t, pl[mi], v[0], v[1]);
@@ -383,18 +420,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
     // ---- epilogue: a = acc · 2^−(14 + e_acc) (session 7's) ----
     const int e_out = -(14 + e_acc);
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < kMt; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int64_t h = g * kH + (2 * mp + mi) * 16 + lane / 4 + 8 * r;
-        const int col0 = qt * 128 + 2 * (lane & 3);
+        const int64_t h = hb + (hs * kMt + mi) * 16 + lane / 4 + 8 * r;
+        const int col0 = ch0 * 8 + 2 * (lane & 3);
         if (n_units == 1) {
           float cs, total;
           const bool ok = finish_scale(m_run[mi][r], l_run[mi][r],
                                        p.sinks ? p.sinks + h : nullptr, end > begin, cs, total);
           float* o = p.out + (s * p.nH + h) * kD;
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
+          for (int nt = 0; nt < L::kNt; ++nt) {
             const float a0 = ldexpf(acc[mi][nt][2 * r], e_out);
             const float a1 = ldexpf(acc[mi][nt][2 * r + 1], e_out);
             float2 v;
@@ -404,12 +441,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
           }
         } else {
           float* part = p.parts + ((s * p.grid_units + u) * p.nH + h) * kPartRow;
-          if (qt == 0 && (lane & 3) == 0) {
+          if (pt == 0 && (lane & 3) == 0) {
             part[0] = m_run[mi][r];
             part[1] = l_run[mi][r];
           }
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
+          for (int nt = 0; nt < L::kNt; ++nt) {
             float2 v;
             v.x = ldexpf(acc[mi][nt][2 * r], e_out);
             v.y = ldexpf(acc[mi][nt][2 * r + 1], e_out);
@@ -418,6 +455,23 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fd_kernel(Args p) {
         }
       }
   }
+}
+
+template <int kGr, int kMt>
+void launch_fd(const float* q, const float* kv, const int32_t* key_offsets, const int32_t* key_ids,
+               int64_t nnz, const float* sinks, int64_t S, int64_t nH, int64_t T, float scale,
+               float* out, float* parts, const AttentionFdPlan& plan, int32_t* error_flag,
+               cudaStream_t st) {
+  using L = Layout<kGr, kMt>;
+  static std::atomic<uint64_t> opt_in{0};
+  opt_in_smem_per_device(opt_in, attention_fd_kernel<kGr, kMt>, L::kSmemBytes,
+                         /*max_carveout=*/L::kMinBlocks > 1);
+  launch_split_key(
+      q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan, error_flag, st,
+      [&](const Args& a, dim3 grid) {
+        pdl::launch(attention_fd_kernel<kGr, kMt>, grid, dim3(kThreads), L::kSmemBytes, st, true, a);
+      },
+      L::kHeads);
 }
 
 }  // namespace
@@ -432,13 +486,11 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                     error_flag, st);
     return;
   }
-  static std::atomic<uint64_t> opt_in{0};
-  opt_in_smem_per_device(opt_in, attention_fd_kernel, kSmemBytes);
-  launch_split_key(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
-                   error_flag, st, [&](const Args& a, dim3 grid) {
-                     pdl::launch(attention_fd_kernel, grid, dim3(kThreads), kSmemBytes, st, true,
-                                 a);
-                   });
+  // Session 11: head-split blocks (variants x1 / x2; the plan picks the heads per block).
+  const auto launch = plan.heads_per_block == 32   ? &launch_fd<1, 2>
+                      : plan.heads_per_block == 16 ? &launch_fd<1, 1>
+                                                   : &launch_fd<2, 2>;
+  launch(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan, error_flag, st);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -46,31 +46,46 @@ struct AttentionFdPlan {
   int chunks_per_unit = 1;  // target chunks (of 16 keys) per unit
   int grid_units = 1;       // gridDim.y: units per token at most
   int64_t parts_floats = 0; // scratch floats (0: every token is one unit, no combine kernel)
-  int variant = 0;          // 0: attention_fd.cu, 3 / 4: attention_x4.cu (attention_fd_variant)
+  int variant = 0;          // 0 / 1 / 2: attention_fd.cu, 3 / 4: attention_x4.cu (attention_fd_variant)
+  int heads_per_block = kFdHeads;  // 64, or 32 / 16: attention_fd.cu's head-split blocks (x1 / x2)
 };
 
 // The plan for S tokens of nH heads whose lists hold at most max_keys keys, on num_sms SMs.
-// batch_invariant: chunks_per_unit is the constant kFdInvariantChunks (a token's bits then
+// batch_invariant: chunks_per_unit is the constant kFdInvariantChunks (or
+// DEEPINFER_ATTENTION_BI_CHUNKS) and grid_units at most kFdInvariantMaxUnits (a token's bits then
 // depend on its own inputs only: not on S, the grid or the other tokens); otherwise the unit count
 // minimises a makespan model of the launch (one block per SM at a time; see attention_fd.cu).
 AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
                                   bool batch_invariant);
-constexpr int kFdInvariantChunks = 8;  // 128 keys per unit under --batch-invariant
+// Session 11 (was 8 chunks, up to 64 units): under --batch-invariant a token of c chunks runs
+// min(c, 16) units of ⌈c / min(c, 16)⌉ chunks — a function of its own key count (the grid cap
+// binds every token alike as long as max_keys is not understated).
+constexpr int kFdInvariantChunks = 1;
+constexpr int kFdInvariantMaxUnits = 16;
 // bench_ops only (session 8, to measure other cuts): chunks_per_unit of the default plan forced
 // to n (> 0); 0 returns to the makespan model. The batch-invariant plan ignores it.
 void set_attention_fd_chunks_per_unit_override(int n);
 
-// Session 10: the split-key kernel variant attention_fd runs — 0 = attention_fd.cu (the default,
-// DEEPINFER_ATTENTION_KERNEL=auto), 3 / 4 = attention_x4.cu (wgmma, warp-specialized: a producer
-// warpgroup converts the K = V tiles; x4 also stages its loads by cp.async;
-// DEEPINFER_ATTENTION_KERNEL=x3 / x4). x1 / x2 (session 10's first wgmma kernels, no faster in the
-// model) were removed; their names warn and run 0. set_attention_fd_variant_override (0, 3, 4)
-// comes first. attention_fd_plan records the variant in AttentionFdPlan::variant.
+// The split-key kernel variant attention_fd runs (DEEPINFER_ATTENTION_KERNEL; the override first):
+//   1 = x1 = auto (session 11): attention_fd.cu with head-split blocks of 64, 32 or 16 heads (8
+//       warps = channel eighths) that give fd's bits for their heads, so more blocks share a
+//       token at small batches; fd's unit cut, so its output is fd's bit for bit in every call;
+//       the plan picks the heads per block (16 / 32 at batch 1 … 4, 64 from ~8 on);
+//   0 = "fd": the 64-head blocks alone (session 8's kernel);
+//   2 = x2: head split with heads per block and units chosen together (fd's bits at the same cut;
+//       its own cut in the default mode, fd's under --batch-invariant);
+//   3 / 4 = x3 / x4 (session 10): attention_x4.cu (wgmma, warp-specialized: a producer
+//       warpgroup converts the K = V tiles; x4 also stages its loads by cp.async).
+// attention_fd_plan records the variant in AttentionFdPlan::variant and the heads in
+// heads_per_block.
 constexpr int kFdVariantCount = 5;
 int attention_fd_variant();
-// Tests and bench_ops: force variant v in-process (0, 3 or 4); any other value (−1 included)
+// Tests and bench_ops: force variant v in-process (0 … 4); any other value (−1 included)
 // returns to the environment's choice.
 void set_attention_fd_variant_override(int v);
+// Tests and bench_ops: the heads per block of variants 1 / 2 forced to h (16, 32 or 64); any
+// other value (0 included) returns to the plan's choice. Variants 0, 3, 4 always use 64.
+void set_attention_fd_heads_override(int h);
 
 // out[S, nH, 512] = attention of q[S, nH, 512] over rows kv[T, 1, 512] listed per token by
 // key_offsets[S+1] / key_ids[nnz], optional sinks[nH], softmax scale `scale`;

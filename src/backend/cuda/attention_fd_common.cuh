@@ -83,26 +83,47 @@ __device__ __forceinline__ float pow2(int t) { return __int_as_float((127 + t) <
 // fp16 chunk i % 64), all loaded before the first use; the warps' maxima meet in red_q after
 // sync() (a barrier of the kThreads threads); store(head, chunk, hi, lo) writes a piece. Returns
 // the exponent tq. Shared by attention_fd.cu and attention_x4.cu (session 10).
-template <int kThreads, class Sync, class Store>
+// Session 11 (head-split blocks): only the kOwn heads own0 … own0 + kOwn − 1 of the group are
+// split (store gets the head relative to own0), but the max — so tq — is still over all 64 heads
+// of the group (the other pieces are loaded for the max only): the same bits as a whole group.
+template <int kThreads, int kOwn = kH, class Sync, class Store>
 __device__ __forceinline__ int split_q(const float* qp, bool aligned, float* red_q, Sync sync,
-                                       Store store) {
-  constexpr int kQPieces = kH * (kD / 8) / kThreads;
+                                       Store store, int own0 = 0) {
+  constexpr int kQPieces = kOwn * (kD / 8) / kThreads;
+  constexpr int kOther = (kH - kOwn) * (kD / 8) / kThreads;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  float x[kQPieces][8];
-#pragma unroll
-  for (int k = 0; k < kQPieces; ++k) {
-    const int piece = tid + kThreads * k;
+  auto load = [&](int piece, float (&v)[8]) {
     if (aligned) {
       const float4 a = reinterpret_cast<const float4*>(qp)[2 * piece];
       const float4 b = reinterpret_cast<const float4*>(qp)[2 * piece + 1];
-      x[k][0] = a.x, x[k][1] = a.y, x[k][2] = a.z, x[k][3] = a.w;
-      x[k][4] = b.x, x[k][5] = b.y, x[k][6] = b.z, x[k][7] = b.w;
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+      v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) x[k][e] = qp[piece * 8 + e];
+      for (int e = 0; e < 8; ++e) v[e] = qp[piece * 8 + e];
+    }
+  };
+  float x[kQPieces][8];
+#pragma unroll
+  for (int k = 0; k < kQPieces; ++k) load(own0 * (kD / 8) + tid + kThreads * k, x[k]);
+  float qmax = 0.f;
+  if constexpr (kOther > 0) {  // the group's other heads, in at most 2 rounds: for the max only
+    constexpr int kRound = kOther > kQPieces ? kOther / 2 : kOther;
+    static_assert(kOther % kRound == 0, "split_q: head split");
+#pragma unroll 1
+    for (int k0 = 0; k0 < kOther; k0 += kRound) {
+      float y[kRound][8];
+#pragma unroll
+      for (int k = 0; k < kRound; ++k) {
+        const int piece = tid + kThreads * (k0 + k);
+        load(piece < own0 * (kD / 8) ? piece : piece + kOwn * (kD / 8), y[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < kRound; ++k)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) qmax = fmaxf(qmax, fabsf(y[k][e]));
     }
   }
-  float qmax = 0.f;
 #pragma unroll
   for (int k = 0; k < kQPieces; ++k)
 #pragma unroll
@@ -118,7 +139,7 @@ __device__ __forceinline__ int split_q(const float* qp, bool aligned, float* red
   const float qf = pow2(tq);
 #pragma unroll
   for (int k = 0; k < kQPieces; ++k) {
-    const int piece = tid + kThreads * k;
+    const int piece = tid + kThreads * k;  // relative to own0's first piece
     uint4 hi, lo;
     split2(__fmul_rn(x[k][0], qf), __fmul_rn(x[k][1], qf), hi.x, lo.x);
     split2(__fmul_rn(x[k][2], qf), __fmul_rn(x[k][3], qf), hi.y, lo.y);
@@ -279,14 +300,15 @@ __device__ __forceinline__ TokenCut token_cut(const Args& p, int64_t s) {
 
 // The host side of every split-key kernel (attention_fd.cu, attention_x4.cu): the batch walked in
 // slices of at most the plan's scratch, Args per slice, launch(args, grid) for the kernel, then
-// the combine when tokens are split. Both launches use programmatic dependent launch (their
+// the combine when tokens are split; a block serves heads_per_block heads (64, or 32 / 16 for
+// attention_fd.cu's head-split variants). Both launches use programmatic dependent launch (their
 // launch latency overlaps the previous kernel's tail; each waits for its predecessor first).
 template <class Launch>
 void launch_split_key(const float* q, const float* kv, const int32_t* key_offsets,
                       const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S,
                       int64_t nH, int64_t T, float scale, float* out, float* parts,
                       const AttentionFdPlan& plan, int32_t* error_flag, cudaStream_t st,
-                      Launch launch) {
+                      Launch launch, int heads_per_block = kH) {
   const bool split = plan.grid_units > 1 && parts != nullptr;
   const int64_t slice = split ? slice_tokens_of(plan, S, nH) : S;
   for (int64_t s0 = 0; s0 < S; s0 += slice) {
@@ -307,7 +329,8 @@ void launch_split_key(const float* q, const float* kv, const int32_t* key_offset
            reinterpret_cast<uintptr_t>(kv) % 16 == 0,
            reinterpret_cast<uintptr_t>(q) % 16 == 0,
            error_flag};
-    const dim3 grid(static_cast<unsigned>(n * (nH / kH)), static_cast<unsigned>(a.grid_units));
+    const dim3 grid(static_cast<unsigned>(n * (nH / heads_per_block)),
+                    static_cast<unsigned>(a.grid_units));
     launch(a, grid);
     if (a.grid_units > 1)
       pdl::launch(attention_fd_combine, dim3(static_cast<unsigned>(n * nH)), dim3(128), 0, st, true,
