@@ -176,17 +176,13 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
   const int begin = cut.begin, end = cut.end, chunks = cut.chunks, n_units = cut.n_units,
             per_unit = cut.per_unit;
   if (static_cast<int>(blockIdx.y) >= n_units) return;  // uniform over the block
-  auto chunk_rows = [&](int c) {
-    const int kb = begin + c * kNc;
-    return end - kb < kNc ? end - kb : kNc;
-  };
   float* raw = reinterpret_cast<float*>(smem + kRawOff);
   const uint32_t raw_s = base + kRawOff;
 
   // The first chunk of the block's first unit is in flight while Q is prepared.
   {
     const int c0 = static_cast<int>(blockIdx.y) * per_unit;
-    if (c0 < chunks) issue_chunk(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
+    if (c0 < chunks) issue_chunk(p, p.ids + begin + c0 * kNc, cut.rows(c0), raw_s, raw, valid_s[0]);
   }
   // Q: scaled and split into hi/lo fp16 (split_q, attention_fd_common.cuh; session 7's
   // arithmetic). Q hi/lo is published by the first chunk's barriers (A, B) before S reads it.
@@ -220,12 +216,12 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
     const int c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
     if (u != static_cast<int>(blockIdx.y)) {  // a later unit (max_keys understated): restart
       __syncthreads();                         // the last unit's readers of valid_s are done
-      if (c0 < c1) issue_chunk(p, p.ids + begin + c0 * kNc, chunk_rows(c0), raw_s, raw, valid_s[0]);
+      if (c0 < c1) issue_chunk(p, p.ids + begin + c0 * kNc, cut.rows(c0), raw_s, raw, valid_s[0]);
     }
     // The ids of the unit's second chunk go to ids_s (read by the issue in the first chunk,
     // after its barrier A). From then on warp 0 loads chunk c + 2's ids during chunk c and stores
     // them after its P·V, so the issue never waits on a global load of ids.
-    if (warp == 0 && lane < kNc && c0 + 1 < c1 && lane < chunk_rows(c0 + 1))
+    if (warp == 0 && lane < kNc && c0 + 1 < c1 && lane < cut.rows(c0 + 1))
       ids_s[lane] = p.ids[begin + (c0 + 1) * kNc + lane];
     // Softmax state of rows g and g + 8 of each m-tile (the same in the warps of the head set).
     float m_run[kMt][2], l_run[kMt][2];
@@ -275,12 +271,12 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
         *reinterpret_cast<uint2*>(smem + kKlOff + at) = lo;
       }
       // The thread's raw slots are free (it alone reads them): chunk c + 1 goes in flight now.
-      if (c + 1 < c1) issue_chunk(p, ids_s, chunk_rows(c + 1), raw_s, raw, valid_s[vb ^ 1]);
+      if (c + 1 < c1) issue_chunk(p, ids_s, cut.rows(c + 1), raw_s, raw, valid_s[vb ^ 1]);
       // B: the converted tile is complete; every reader of ids_s is done.
       __syncthreads();
       // Warp 0 fetches chunk c + 2's ids now (the load is in flight during S and P·V).
       int32_t next_id = 0;
-      const bool stage_ids = warp == 0 && lane < kNc && c + 2 < c1 && lane < chunk_rows(c + 2);
+      const bool stage_ids = warp == 0 && lane < kNc && c + 2 < c1 && lane < cut.rows(c + 2);
       if (stage_ids) next_id = p.ids[begin + (c + 2) * kNc + lane];
 
       // ---- S = Q·Kᵀ: the warp's m-tiles × 16 keys over its kGr groups of 64 channels ----

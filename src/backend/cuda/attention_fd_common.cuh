@@ -282,6 +282,11 @@ int64_t slice_tokens_of(const AttentionFdPlan& plan, int64_t S, int64_t nH) {
 // first unit and read as empty) and its cut: chunks of 16 keys, n_units units of per_unit chunks.
 struct TokenCut {
   int begin, end, chunks, n_units, per_unit;
+  // Keys in chunk c of the list (kNc except in the last chunk).
+  __device__ __forceinline__ int rows(int c) const {
+    const int kb = begin + c * kNc;
+    return end - kb < kNc ? end - kb : kNc;
+  }
 };
 __device__ __forceinline__ TokenCut token_cut(const Args& p, int64_t s) {
   TokenCut t;

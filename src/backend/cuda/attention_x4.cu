@@ -113,10 +113,6 @@ __global__ void __launch_bounds__(kX4Threads, 1) attention_x4_kernel(Args p) {
   const int c0 = u * per_unit;
   const int c1 = c0 + per_unit < chunks ? c0 + per_unit : chunks;
   const int count = c1 - c0;  // chunks of this unit (≥ 0)
-  auto chunk_rows = [&](int c) {
-    const int kb = begin + c * kNc;
-    return end - kb < kNc ? end - kb : kNc;
-  };
 
   if (tid >= kX4Consumers) {
     // ================================ producer ================================
@@ -125,7 +121,7 @@ __global__ void __launch_bounds__(kX4Threads, 1) attention_x4_kernel(Args p) {
     // The ids of the warp's 4 rows of the next chunk are loaded one chunk ahead (−1: no row), so
     // a row's load never waits on its id; the rows themselves were prefetched to L2.
     auto row_ids = [&](int c, int (&id)[4]) {
-      const int n = chunk_rows(c);
+      const int n = cut.rows(c);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int r = pw + 4 * k;
@@ -153,12 +149,12 @@ __global__ void __launch_bounds__(kX4Threads, 1) attention_x4_kernel(Args p) {
     if (staged && count > 0) stage(idr[0], idr[1]);
     for (int i = 0; i < count; ++i) {
       const int c = c0 + i, slot = i & 1;
-      const int n = chunk_rows(c);
+      const int n = cut.rows(c);
       int idn[4] = {-1, -1, -1, -1};
       if (i + 1 < count) {
         row_ids(c + 1, idn);
         // Chunk c + 1's rows go to L2 now (warp 0, one row per lane).
-        if (pw == 0 && lane < chunk_rows(c + 1)) {
+        if (pw == 0 && lane < cut.rows(c + 1)) {
           const int32_t id = p.ids[begin + (c + 1) * kNc + lane];
           if (id >= 0 && id < p.T) pdl::prefetch_l2_bulk(p.kv + int64_t{id} * kD, kD * 4);
         }
