@@ -4,7 +4,7 @@
 //
 //   build/bench/model/bench_model [--device cpu|cpu-reference|cuda] [--batch 1,16]
 //       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant]
-//       [--enforce-eager] [dir ...]
+//       [--enforce-eager] [--trace N [--trace-csv PREFIX]] [dir ...]
 //
 // Defaults: CPU, batch 1, the fixtures under tests/data (run from the repository root).
 // On a device backend the greedy pick runs on the device, as in the engine (logits stay in device
@@ -12,6 +12,10 @@
 // [B, V] logits and takes the argmax on the host instead (what sessions 2–5 measured).
 // CUDA decode steps replay captured CUDA graphs unless --enforce-eager (the first rep captures;
 // the best rep is reported).
+// --trace N: after the timed reps, N more decode steps per batch size under CUPTI (kernel_trace.h):
+// GPU busy / idle per step, exclusive time per kernel at the clocks the model runs at, the largest
+// idle gaps; --trace-csv PREFIX writes every record to PREFIX_b<B>.csv. CUPTI is enabled from the
+// start (graphs must be captured under it), so the timed reps of a --trace run include its cost.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "backend/make_backend.h"
+#include "kernel_trace.h"
 #include "model/model.h"
 
 using namespace deepinfer;
@@ -40,7 +45,8 @@ int argmax(const float* row, int64_t V) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int prefill = 128, decode = 64, threads = 0, reps = 3;
+  int prefill = 128, decode = 64, threads = 0, reps = 3, trace_steps = 0;
+  std::string trace_csv;
   bool batch_invariant = false, fp8_activations = false, host_argmax = false, eager = false;
   std::string device = "cpu";
   std::vector<int> batches = {1};
@@ -57,6 +63,8 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-activations") fp8_activations = true;
     else if (a == "--enforce-eager") eager = true;
     else if (a == "--host-argmax") host_argmax = true;
+    else if (a == "--trace" && i + 1 < argc) trace_steps = std::atoi(argv[++i]);
+    else if (a == "--trace-csv" && i + 1 < argc) trace_csv = argv[++i];
     else if (a == "--batch" && i + 1 < argc) {
       batches.clear();
       std::string list = argv[++i];
@@ -68,12 +76,20 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
-                  "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [dir ...]\n");
+                  "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [--enforce-eager] "
+                  "[--trace N [--trace-csv PREFIX]] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
   for (int b : batches)
     if (b < 1) { std::printf("--batch: sizes must be >= 1\n"); return 2; }
+  if (trace_steps < 0) { std::printf("--trace: steps must be >= 0\n"); return 2; }
+  std::unique_ptr<bench::KernelTrace> trace;
+  if (trace_steps > 0) {
+    std::string why;
+    trace = bench::KernelTrace::open(why);
+    if (!trace) { std::printf("--trace: %s\n", why.c_str()); return 2; }
+  }
   if (dirs.empty()) {
     dirs = {"tests/data/models/v4tiny_b", "tests/data/models/deepseek-v4-tiny-stories",
             "tests/data/models/stories260K/hf"};
@@ -168,6 +184,46 @@ int main(int argc, char** argv) {
                   double(B) * prefill / best_prefill, double(B) * decode / best_decode,
                   1e3 * best_decode / std::max(decode, 1), 1e3 * host_decode / std::max(decode, 1));
       std::fflush(stdout);
+      if (trace) {  // a fresh prefill, 4 untraced steps, then the traced window
+        std::vector<std::unique_ptr<model::SequenceState>> st;
+        std::vector<model::SequenceInput> in;
+        for (int b = 0; b < B; ++b) {
+          st.push_back(mdl.new_sequence_state());
+          in.push_back({std::span<const int32_t>(ids[b]), st.back().get(), false});
+        }
+        std::vector<int32_t> tok(B);
+        auto l = mdl.forward(in);
+        if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
+        if (Status s = pick(*l, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+        std::string why;
+        std::chrono::steady_clock::time_point t0;
+        for (int i = 0; i < 4 + trace_steps; ++i) {
+          if (i == 3 && !trace->begin(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }
+          if (i == 4) {
+            if (!trace->mark(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }
+            t0 = std::chrono::steady_clock::now();
+          }
+          std::vector<model::SequenceInput> step;
+          for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
+          auto d = mdl.forward(step);
+          if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
+          if (Status s = pick(*d, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+        }
+        const double took = seconds_since(t0);
+        if (!trace->end(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }
+        std::printf("trace of %s, batch %d: %.3f ms/step under CUPTI (steps after a %d-token prompt)\n",
+                    dir.c_str(), B, 1e3 * took / trace_steps, prefill);
+        std::FILE* csv = nullptr;
+        if (!trace_csv.empty()) {
+          const std::string path = trace_csv + "_b" + std::to_string(B) + ".csv";
+          csv = std::fopen(path.c_str(), "w");
+          if (csv == nullptr) std::printf("--trace-csv: cannot write %s\n", path.c_str());
+          else std::fprintf(csv, "kind,name,start_us,end_us,graph_node\n");
+        }
+        trace->print(stdout, trace_steps, 40, csv);
+        if (csv != nullptr) std::fclose(csv);
+        std::fflush(stdout);
+      }
     }
   }
   return 0;
