@@ -65,6 +65,20 @@ Status measure_clean(BenchContext& ctx, const std::string& phase, const std::str
   return OkStatus();
 }
 
+// Session 12: `only` may list several substrings separated by '|' (any of them selects the op).
+bool matches_only(const std::string& op, const std::string& only) {
+  if (only.empty()) return true;
+  size_t from = 0;
+  while (true) {
+    const size_t bar = only.find('|', from);
+    const std::string part =
+        only.substr(from, bar == std::string::npos ? std::string::npos : bar - from);
+    if (!part.empty() && op.find(part) != std::string::npos) return true;
+    if (bar == std::string::npos) return false;
+    from = bar + 1;
+  }
+}
+
 Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::string& only) {
   const int64_t k = m.top_k, H = m.hidden, I = m.expert_inter, E = m.experts, slots = B * k;
   DI_ASSIGN_OR_RETURN(RandomExperts rx, random_fp4_experts(ctx, E, H, I));
@@ -92,6 +106,11 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
   const int t8 = cuda::kernels::kExpertsMmaTileRows;
   cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, t8, perm8, perm8 + slots, perm8 + slots + E + 1,
                            flag.data<int32_t>(), ctx.stream());
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    std::fprintf(stderr, "[bench_ops] CUDA error in the experts setup (B=%lld): %s\n",
+                 static_cast<long long>(B), cudaGetErrorString(e));
+    return Internal(std::string("CUDA error in the experts setup: ") + cudaGetErrorString(e));
+  }
   const auto* tab = static_cast<const void* const*>(rx.table.raw());  // gate_up w, s, down w, s
   DI_ASSIGN_OR_RETURN(Tensor flush, ctx.zeros(DType::kU8, {int64_t{256} << 20}));  // > L2 (50 MB)
   DI_ASSIGN_OR_RETURN(Tensor sink, ctx.zeros(DType::kI32, {4}));
@@ -123,8 +142,16 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     // memonly": the weight stream of 6 / 7 alone (experts_mma_memonly: no compute, no outputs —
     // the access pattern's own speed). And the two per-slot-count picks side by side: "pick auto"
     // (what the model ran before session 10: session 7's 12-warp kernel up to 8 slots, session
-    // 6's above) and "pick x1" (experts_mma_pick_x).
-    constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4;
+    // 6's above) and "pick x1" (experts_mma_pick_x). Session 12: those two rows renamed "pick s7"
+    // and "pick s10"; "pick auto" = experts_mma_pick_s12 (today's auto); "xb 16r-12w 3st" /
+    // "2st" / "2st l2" = experts_mma_xb.cuh's variants 9 / 10 / 11; "xb2t ..." = its passes of 2
+    // tokens: 12 (16 warps per SM, 2 stages), 13 (12 with L2-only B copies), 14 (12 warps, 3
+    // stages), 15 / 16 (32-row items, balanced ranges: 12 warps 2 stages / 8 warps 3 stages), 17
+    // (64-row items, 8 warps); "xg2t ..." = 18 / 19 (B from global memory, passes of 2 tokens, 16
+    // warps, 4 / 3 stages); "xb1t ..." = 20 / 21 (passes of 1 token, 16 warps: 32-row 2 stages,
+    // 16-row 3), 22 / 23 (passes of 1 token, 16-row, 12 warps, 4 stages; B copies through L2 only /
+    // L1).
+    constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4, kPickS12 = -5;
     struct Variant {
       int v;
       const char* name;
@@ -141,18 +168,35 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         {kn::kExpertsMmaX64, "experts mma x 64r-8w fp4 "},
         {kMem16, "experts mma x 16r-12w memonly fp4 "},
         {kMem32, "experts mma x 32r-8w memonly fp4 "},
-        {kPickAuto, "experts mma pick auto fp4 "},
-        {kPickX1, "experts mma pick x1 fp4 "},
+        {kn::kExpertsMmaXB3, "experts mma xb 16r-12w 3st fp4 "},
+        {kn::kExpertsMmaXB2, "experts mma xb 16r-12w 2st fp4 "},
+        {kn::kExpertsMmaXB2L2, "experts mma xb 16r-12w 2st l2 fp4 "},
+        {kn::kExpertsMmaXB2T16, "experts mma xb2t 16r-16w 2st fp4 "},
+        {kn::kExpertsMmaXB2T16L2, "experts mma xb2t 16r-16w 2st l2 fp4 "},
+        {kn::kExpertsMmaXB3T, "experts mma xb2t 16r-12w 3st fp4 "},
+        {kn::kExpertsMmaXB32w12, "experts mma xb2t 32r-12w 2st fp4 "},
+        {kn::kExpertsMmaXB32w8, "experts mma xb2t 32r-8w 3st fp4 "},
+        {kn::kExpertsMmaXB64, "experts mma xb2t 64r-8w 2st fp4 "},
+        {kn::kExpertsMmaXG16s4, "experts mma xg2t 16r-16w 4st fp4 "},
+        {kn::kExpertsMmaXG16s3, "experts mma xg2t 16r-16w 3st fp4 "},
+        {kn::kExpertsMmaXB32w16, "experts mma xb1t 32r-16w 2st fp4 "},
+        {kn::kExpertsMmaXB16s3t1, "experts mma xb1t 16r-16w 3st fp4 "},
+        {kn::kExpertsMmaXB16s4t1L2, "experts mma xb1t 16r-12w 4st l2 fp4 "},
+        {kn::kExpertsMmaXB16s4t1, "experts mma xb1t 16r-12w 4st fp4 "},
+        {kPickAuto, "experts mma pick s7 fp4 "},
+        {kPickX1, "experts mma pick s10 fp4 "},
+        {kPickS12, "experts mma pick auto fp4 "},
     };
     for (const Variant& var : variants) {
       const char* name = var.name;
       // The picks resolve to a kernel variant for this slot count and projection.
-      const int v = var.v == kPickAuto ? (slots <= 8 ? kn::kExpertsMmaV2Regs : kn::kExpertsMmaV1)
-                    : var.v == kPickX1 ? kn::experts_mma_pick_x(slots, pr.K)
-                    : var.v < 0        ? kn::kExpertsMmaX16  // memonly rows: their own call below
-                                       : var.v;
+      const int v = var.v == kPickAuto  ? (slots <= 8 ? kn::kExpertsMmaV2Regs : kn::kExpertsMmaV1)
+                    : var.v == kPickX1  ? kn::experts_mma_pick_x(slots, pr.K)
+                    : var.v == kPickS12 ? kn::experts_mma_pick_s12(slots, pr.K, 0)
+                    : var.v < 0         ? kn::kExpertsMmaX16  // memonly rows: their own call below
+                                        : var.v;
       const std::string op = std::string(name) + pr.name;
-      if (!only.empty() && op.find(only) == std::string::npos) continue;
+      if (!matches_only(op, only)) continue;
       const bool ok = v == 0 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
                              : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
       if (!ok) {
@@ -177,10 +221,21 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("experts launch failed");
       };
       ctx.measure(phase, op, shape, bytes, flops, call);
+      // Session 12: a device fault is named by the row that caused it (every later call fails).
+      if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+        std::fprintf(stderr, "[bench_ops] CUDA error after %s (B=%lld): %s\n", op.c_str(),
+                     static_cast<long long>(B), cudaGetErrorString(e));
+        return Internal("CUDA error after " + op + ": " + cudaGetErrorString(e));
+      }
       // The same after a read-only flush (session 8) for the tensor-core variants of interest.
       if (v == kn::kExpertsMmaV1 || v == kn::kExpertsMmaV2Regs || v == kn::kExpertsMmaV3 || v >= kn::kExpertsMmaX16 ||
           var.v < 0)
         DI_RETURN_IF_ERROR(measure_clean(ctx, phase, op, shape, bytes, flops, flush, sink, call));
+      if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+        std::fprintf(stderr, "[bench_ops] CUDA error after %s clean-l2 (B=%lld): %s\n", op.c_str(),
+                     static_cast<long long>(B), cudaGetErrorString(e));
+        return Internal("CUDA error after " + op + " clean-l2: " + cudaGetErrorString(e));
+      }
     }
   }
   return OkStatus();

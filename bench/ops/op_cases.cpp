@@ -519,6 +519,14 @@ Status hyper_connections(Family& f) {
 }  // namespace
 
 void report_setup(BenchContext& ctx, const Phase& p, const char* name, const Status& st) {
+  // Session 12: the first device fault is named by the family it happened in (every later call of
+  // the process fails with it).
+  static bool fault_reported = false;
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess && !fault_reported) {
+    fault_reported = true;
+    std::fprintf(stderr, "[bench_ops] CUDA fault first seen after %s / %s: %s\n", p.name.c_str(),
+                 name, cudaGetErrorString(e));
+  }
   if (st.ok()) return;
   Result r;
   r.phase = p.name;

@@ -137,6 +137,37 @@ Status Backend::hc_expand_pre(const Tensor& x_prev, const Tensor& y, const Tenso
   return hc_pre(x, fn, base, scale, params, norm_eps, post, comb, collapsed);
 }
 
+Status Backend::hc_pre_norm(const Tensor& x, const Tensor& fn, const Tensor& base,
+                            const Tensor& scale, const HcParams& params, float norm_eps,
+                            Tensor* post, Tensor* comb, Tensor& collapsed, const Tensor* weight,
+                            float eps, Tensor& out) {
+  DI_RETURN_IF_ERROR(hc_pre(x, fn, base, scale, params, norm_eps, post, comb, collapsed));
+  return rms_norm(collapsed, weight, eps, out);
+}
+
+Status Backend::hc_expand_pre_norm(const Tensor& x_prev, const Tensor& y, const Tensor* y2,
+                                   const Tensor& post_prev, const Tensor& comb_prev, Tensor& x,
+                                   const Tensor& fn, const Tensor& base, const Tensor& scale,
+                                   const HcParams& params, float norm_eps, Tensor* post,
+                                   Tensor* comb, Tensor& collapsed, const Tensor* weight, float eps,
+                                   Tensor& out) {
+  Tensor sum;  // y + y2
+  if (y2 != nullptr) {
+    DI_ASSIGN_OR_RETURN(sum, empty(DType::kF32, y.shape()));
+    DI_RETURN_IF_ERROR(add(y, *y2, sum));
+  }
+  DI_RETURN_IF_ERROR(hc_expand_pre(x_prev, y2 != nullptr ? sum : y, post_prev, comb_prev, x, fn,
+                                   base, scale, params, norm_eps, post, comb, collapsed));
+  return rms_norm(collapsed, weight, eps, out);
+}
+
+Status Backend::hc_expand_sum(const Tensor& x, const Tensor& y, const Tensor& y2,
+                              const Tensor& post, const Tensor& comb, Tensor& out) {
+  DI_ASSIGN_OR_RETURN(Tensor sum, empty(DType::kF32, y.shape()));
+  DI_RETURN_IF_ERROR(add(y, y2, sum));
+  return hc_expand(x, sum, post, comb, out);
+}
+
 Status Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
                               const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
                               float mscale, Tensor& out) {
@@ -147,6 +178,14 @@ Status Backend::rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
   Tensor out_rows = out.view({rows, D});
   DI_RETURN_IF_ERROR(rms_norm(x.view({rows, D}), weight, eps, out_rows));
   return rope(out, positions, inv_freq, style, mscale, false);
+}
+
+Status Backend::rms_norm_and_rope(const Tensor& a, const Tensor* weight_a, Tensor& out_a,
+                                  const Tensor& b, const Tensor* weight_b, float eps,
+                                  const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
+                                  float mscale, Tensor& out_b) {
+  DI_RETURN_IF_ERROR(rms_norm(a, weight_a, eps, out_a));
+  return rms_norm_rope(b, weight_b, eps, positions, inv_freq, style, mscale, out_b);
 }
 
 Status Backend::place_ids(const Tensor& src, const Tensor& layout, Tensor& dst) {

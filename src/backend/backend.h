@@ -204,6 +204,14 @@ class Backend {
   virtual Status rms_norm_rope(const Tensor& x, const Tensor* weight, float eps,
                                const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
                                float mscale, Tensor& out);
+  // out_a [M, N] = rms_norm(a [M, N], weight_a) and out_b [S, nh, D] = rms_norm_rope(b [S, nh, D],
+  // weight_b, eps, positions, inv_freq, style, mscale): two independent row norms (the attention's
+  // q_norm and its kv norm + rope), one eps. The default makes the two calls in that order; a
+  // device backend may run them as one launch (each output bitwise its own call's).
+  virtual Status rms_norm_and_rope(const Tensor& a, const Tensor* weight_a, Tensor& out_a,
+                                   const Tensor& b, const Tensor* weight_b, float eps,
+                                   const Tensor& positions, const Tensor& inv_freq, RopeStyle style,
+                                   float mscale, Tensor& out_b);
   // out [S, nH, Dv]: for query s, head h (kv head h / (nH/nKV)), softmax over the keys listed in
   // key_ids[key_offsets[s] .. key_offsets[s+1]) of (q[s,h]·k[j]) · scale, plus, when sinks [nH]
   // is non-null, a sink logit sinks[h] (unscaled) in the denominator only; weights · v[j].
@@ -279,6 +287,10 @@ class Backend {
   // out [S, hc, H]: out[s,k] = post[s,k]·y[s] + Σ_j comb[s,j,k]·X[s,j]. out must not alias X.
   virtual Status hc_expand(const Tensor& x, const Tensor& y, const Tensor& post,
                            const Tensor& comb, Tensor& out) = 0;
+  // hc_expand of y + y2 (y2 [S, H]; the sum as add computes it). The default makes the two calls
+  // (the sum in a temporary); a device backend may add inside the expand (same bits).
+  virtual Status hc_expand_sum(const Tensor& x, const Tensor& y, const Tensor& y2,
+                               const Tensor& post, const Tensor& comb, Tensor& out);
   // One whole mHC site before its sublayer (HC_map, deepseek-v4.md §3.1; or the HyperHead §3.3
   // when scale is [1] and post/comb are null): collapsed [S, H] = Σ_j pre[s,j]·X[s,j], with
   // pre/post/comb = hc_coeffs(rms(flatten(X); norm_eps) · fnᵀ, base, scale). X [S, hc, H],
@@ -296,6 +308,22 @@ class Backend {
                                const Tensor& comb_prev, Tensor& x, const Tensor& fn,
                                const Tensor& base, const Tensor& scale, const HcParams& params,
                                float norm_eps, Tensor* post, Tensor* comb, Tensor& collapsed);
+  // hc_pre, then out [S, H] = rms_norm(collapsed, weight [H] or null, eps): the sublayer's input
+  // (the attention / MoE norm, or the final norm after the HyperHead). The default makes the two
+  // calls; a device backend may fuse them (collapsed and out bitwise those of the two calls).
+  virtual Status hc_pre_norm(const Tensor& x, const Tensor& fn, const Tensor& base,
+                             const Tensor& scale, const HcParams& params, float norm_eps,
+                             Tensor* post, Tensor* comb, Tensor& collapsed, const Tensor* weight,
+                             float eps, Tensor& out);
+  // hc_expand_pre, then the same rms_norm of collapsed into out [S, H]. y2 [S, H] (may be null):
+  // the previous site's output is y + y2 (add's arithmetic), e.g. the MoE's shared expert and
+  // routed sum, added here instead of by a separate add.
+  virtual Status hc_expand_pre_norm(const Tensor& x_prev, const Tensor& y, const Tensor* y2,
+                                    const Tensor& post_prev, const Tensor& comb_prev, Tensor& x,
+                                    const Tensor& fn, const Tensor& base, const Tensor& scale,
+                                    const HcParams& params, float norm_eps, Tensor* post,
+                                    Tensor* comb, Tensor& collapsed, const Tensor* weight,
+                                    float eps, Tensor& out);
 
   // ---- compressor (deepseek-v4.md §6.3) ----
   // Assembles the pooling slots of n closed windows of m rows. kv, gate [n·m, coff·d] are the raw

@@ -141,6 +141,18 @@ Env Env::from_process() {
     if (*v == "0" || *v == "1") e.cuda_graphs = *v == "1";
     else log_warning("DEEPINFER_CUDA_GRAPHS='" + *v + "' is not 0 or 1; using 1");
   }
+  if (auto v = get("DEEPINFER_HEAD_BLAS")) {
+    if (*v == "0" || *v == "1" || *v == "2")
+      e.head_blas = (*v)[0] - '0';
+    else
+      log_warning("DEEPINFER_HEAD_BLAS='" + *v + "' is not 0, 1 or 2; using 1");
+  }
+  if (auto v = get("DEEPINFER_DECODE_FUSION")) {
+    if (*v == "0" || *v == "1")
+      e.decode_fusion = *v == "1";
+    else
+      log_warning("DEEPINFER_DECODE_FUSION='" + *v + "' is not 0 or 1; using 1");
+  }
 
   std::string home = get("HOME").value_or("/root");
   if (auto v = get("HF_HOME")) {

@@ -111,6 +111,15 @@ struct Env {
   int attention_bi_chunks = 0;
   // DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 — replay decode steps from captured CUDA graphs.
   bool cuda_graphs = true;
+  // DEEPINFER_DECODE_FUSION: 1 (default) | 0 — the CUDA backend's fused decode ops (session 12:
+  //   neighbouring small kernels of a decoder layer run as one launch, same bits); 0 runs each
+  //   part as its own kernel.
+  bool decode_fusion = true;
+  // DEEPINFER_HEAD_BLAS: 1 (default) | 0 | 2 — the default mode's BF16 weights of >= 64 MiB (the
+  //   LM head) at 9..16 rows (1) or 2..16 rows (2) through cuBLAS on x's three bf16 terms
+  //   (cuda/head_blas.h) instead of the tensor-core kernels (0); fp32-accurate either way.
+  //   Session 12, H200: batch-16 step 3.52 vs 3.73 ms (the head 258 vs ~400 us); batch 8 equal.
+  int head_blas = 1;
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface

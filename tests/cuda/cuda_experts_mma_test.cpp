@@ -18,6 +18,12 @@
 //  - session 10: the x variants (experts_mma_x.cuh, variants 6..8) in every variant check above,
 //    against a double reference and session 7's kernel (bit for bit) with v3 at V4 shapes (1..64
 //    tokens, both groupings) and a small layout, and in the batch-invariance configurations below;
+//  - session 12: the xb variants (experts_mma_xb.cuh, variants 9..23: B through the ring or not) in
+//    every variant check above, memcmp-equal to v3 at V4 shapes and small layouts (1..64 tokens,
+//    both groupings, the 2-/4-n-tile passes of a crowded expert, K = 9216), also as picked by
+//    experts_mma_pick_xb / experts_mma_pick_s12 (auto, x1..x3), and in the batch-invariance
+//    configs; experts_mma's zero_bad_ids writes the bad-id slot's rows as +0 and nothing else
+//    differs;
 //  - session 7, --batch-invariant: one token's slot outputs are the same bits (memcmp) when it
 //    runs alone and in batches of 16, 64 and 2048 tokens, at other positions, with its experts
 //    in another order and one of them crowded by other tokens (several passes of 8 tokens), for
@@ -187,11 +193,28 @@ class CudaExpertsMma : public ::testing::Test {
                        g8 + slots, g8 + slots + E + 1, static_cast<int32_t*>(flag.data()), nullptr);
     // Session 8: v3 (variants 4 and 5) on both groupings (-4, -5: 8-row tiles).
     // Session 10: the x variants (6..8) on both groupings too.
-    for (int variant : {kernels::kExpertsMmaV1, kernels::kExpertsMmaV2, kernels::kExpertsMmaV2Regs, -1,
-                        kernels::kExpertsMmaV3, kernels::kExpertsMmaV3w16, -kernels::kExpertsMmaV3,
-                        -kernels::kExpertsMmaV3w16, kernels::kExpertsMmaX16, kernels::kExpertsMmaX32,
-                        kernels::kExpertsMmaX64, -kernels::kExpertsMmaX16, -kernels::kExpertsMmaX32,
-                        -kernels::kExpertsMmaX64}) {
+    for (int variant : {kernels::kExpertsMmaV1,          kernels::kExpertsMmaV2,
+                        kernels::kExpertsMmaV2Regs,      -1,
+                        kernels::kExpertsMmaV3,          kernels::kExpertsMmaV3w16,
+                        -kernels::kExpertsMmaV3,         -kernels::kExpertsMmaV3w16,
+                        kernels::kExpertsMmaX16,         kernels::kExpertsMmaX32,
+                        kernels::kExpertsMmaX64,         -kernels::kExpertsMmaX16,
+                        -kernels::kExpertsMmaX32,        -kernels::kExpertsMmaX64,
+                        kernels::kExpertsMmaXB3,         kernels::kExpertsMmaXB2,
+                        kernels::kExpertsMmaXB2L2,       -kernels::kExpertsMmaXB3,
+                        -kernels::kExpertsMmaXB2,        -kernels::kExpertsMmaXB2L2,
+                        kernels::kExpertsMmaXB2T16,      kernels::kExpertsMmaXB2T16L2,
+                        kernels::kExpertsMmaXB3T,        -kernels::kExpertsMmaXB2T16,
+                        -kernels::kExpertsMmaXB2T16L2,   -kernels::kExpertsMmaXB3T,
+                        kernels::kExpertsMmaXB32w12,     kernels::kExpertsMmaXB32w8,
+                        -kernels::kExpertsMmaXB32w12,    -kernels::kExpertsMmaXB32w8,
+                        kernels::kExpertsMmaXB64,        kernels::kExpertsMmaXG16s4,
+                        kernels::kExpertsMmaXG16s3,      -kernels::kExpertsMmaXB64,
+                        -kernels::kExpertsMmaXG16s4,     -kernels::kExpertsMmaXG16s3,
+                        kernels::kExpertsMmaXB32w16,     kernels::kExpertsMmaXB16s3t1,
+                        -kernels::kExpertsMmaXB32w16,    -kernels::kExpertsMmaXB16s3t1,
+                        kernels::kExpertsMmaXB16s4t1L2,  kernels::kExpertsMmaXB16s4t1,
+                        -kernels::kExpertsMmaXB16s4t1L2, -kernels::kExpertsMmaXB16s4t1}) {
       const std::vector<float> other =
           variant == -1 ? run(true, st, dx, x_rows, x_div, slots, E, g8, 0, kernels::kExpertsMmaTileRows)
           : variant < 0 ? run(true, st, dx, x_rows, x_div, slots, E, g8, -variant, kernels::kExpertsMmaTileRows)
@@ -513,6 +536,144 @@ TEST_F(CudaExpertsMma, V3AndXVariantsMatchDoubleAndSession7) {
   }
 }
 
+// Session 12: the xb variants (experts_mma_xb.cuh, 9..23: 16-, 32- or 64-row items; B through
+// the warp's ring or from global memory; passes of 8, 2 or 1 tokens; rings of 2-4 stages; 8, 12
+// or 16 warps per SM), directly and as experts_mma_pick_xb picks them, and the picks of
+// experts_mma_pick_s12 (auto, x1..x3) on the grouping the backend uses, equal to v3 (variant 4 on
+// 8-row tiles) on every output element (memcmp, the NaN fill of unwritten elements included) — at
+// V4 shapes for 1, 2, 8, 16 and 64 tokens (6 … 384 slots; expert 5 in every token from 2 tokens
+// on: passes of 3–8 tokens, the 2- and 4-n-tile paths) and small layouts (8 experts top-2, gate_up
+// N = 96 (not a multiple of 64), K = 512; 4 experts top-3 with gate_up K = 9216 / down 3072 ×
+// 4608: stage counts that are not powers of two), on both groupings (one tile per expert and
+// 8-row tiles), with one bad id per batch and unaligned x. And experts_mma's zero_bad_ids: the
+// bad-id slot's rows written as +0, every other element v3's.
+TEST_F(CudaExpertsMma, Session12VariantsEqualV3BitForBit) {
+  struct Shape {
+    int64_t E, k, gate_n, gate_k, down_n, down_k;
+    std::vector<int64_t> batches;
+  };
+  const Shape shapes[] = {{256, 6, 4096, 4096, 4096, 2048, {1, 2, 8, 16, 64}},
+                          {8, 2, 96, 512, 512, 512, {1, 4, 9}},
+                          {4, 3, 64, 9216, 3072, 4608, {1, 3, 10}}};
+  int64_t compared = 0;
+  for (const Shape& sh : shapes) {
+    const int64_t E = sh.E, k = sh.k;
+    Set gate_up, down;
+    gate_up.P = down.P = std::min<int64_t>(E, 24);
+    gate_up.N = sh.gate_n, gate_up.K = sh.gate_k;
+    down.N = sh.down_n, down.K = sh.down_k;
+    make_set(gate_up, E);
+    make_set(down, E);
+    if (HasFatalFailure()) return;
+    for (int64_t B : sh.batches) {
+      std::vector<int32_t> ids = route(B, k, E, B >= 2 && E > 5);
+      ids[(B * k) / 2 + (B > 1 ? 1 : 0)] = B % 2 ? static_cast<int32_t>(E + 2) : -1;  // one bad id
+      for (int proj = 0; proj < 2; ++proj) {
+        const Set& st = proj == 0 ? gate_up : down;
+        const int64_t x_div = proj == 0 ? k : 1;
+        const int64_t x_rows = proj == 0 ? B : B * k, slots = B * k;
+        const std::vector<float> x = randn(x_rows, st.K, proj == 0 ? 1.f : 0.3f);
+        SCOPED_TRACE(std::string(proj == 0 ? "gate_up" : "down") + " E=" + std::to_string(E) +
+                     " B=" + std::to_string(B) + ", seed " + std::to_string(seed_));
+        // x one float past a 16-byte boundary (the split kernel reads any alignment).
+        std::vector<float> xs(x.size() + 1);
+        std::copy(x.begin(), x.end(), xs.begin() + 1);
+        Grouped gr;
+        group_both(ids, xs, E, gr);
+        if (HasFatalFailure()) return;
+        const float* xp = gr.xp + 1;
+        const int t8 = kernels::kExpertsMmaTileRows;
+        const std::vector<float> v3 =
+            run(true, st, xp, x_rows, x_div, slots, E, gr.p8, kernels::kExpertsMmaV3, t8);
+        for (int xb :
+             {kernels::kExpertsMmaXB3, kernels::kExpertsMmaXB2, kernels::kExpertsMmaXB2L2,
+              kernels::kExpertsMmaXB2T16, kernels::kExpertsMmaXB2T16L2, kernels::kExpertsMmaXB3T,
+              kernels::kExpertsMmaXB32w12, kernels::kExpertsMmaXB32w8, kernels::kExpertsMmaXB64,
+              kernels::kExpertsMmaXG16s4, kernels::kExpertsMmaXG16s3, kernels::kExpertsMmaXB32w16,
+              kernels::kExpertsMmaXB16s3t1, kernels::kExpertsMmaXB16s4t1L2,
+              kernels::kExpertsMmaXB16s4t1, -1, -2, -3, -4}) {
+          // xb < 0: the pick of experts_mma_pick_s12 mode −xb − 1 (auto, x1, x2, x3), on its
+          // grouping.
+          const int picked = xb < 0 ? kernels::experts_mma_pick_s12(slots, st.K, -xb - 1)
+                                    : kernels::experts_mma_pick_xb(slots, xb);
+          if (xb > 0)
+            EXPECT_EQ(picked, slots <= 128 ? xb : kernels::kExpertsMmaV1)
+                << "experts_mma_pick_xb(" << slots << ")";
+          else
+            EXPECT_TRUE(slots <= 128 ? picked >= kernels::kExpertsMmaX16
+                                     : picked == kernels::kExpertsMmaV1)
+                << "experts_mma_pick_s12(" << slots << ", mode " << -xb - 1 << ") = " << picked;
+          for (int grouping = xb < 0 ? 2 : 0; grouping < 3; ++grouping) {
+            // 0: 8-row tiles, 1: one tile per expert, 2: the pick on the grouping the backend uses.
+            const bool tiles8 =
+                grouping == 0 || (grouping == 2 && picked != kernels::kExpertsMmaV1);
+            const int v = grouping == 2 ? picked : xb;
+            const std::vector<float> out =
+                tiles8 ? run(true, st, xp, x_rows, x_div, slots, E, gr.p8, v, t8)
+                       : run(true, st, xp, x_rows, x_div, slots, E, gr.p1, v);
+            int64_t first = -1, n_diff = 0;
+            for (size_t i = 0; i < v3.size(); ++i)
+              if (std::memcmp(&v3[i], &out[i], 4) != 0) {
+                if (first < 0) first = static_cast<int64_t>(i);
+                ++n_diff;
+              }
+            EXPECT_EQ(first, -1) << "variant " << v << " grouping " << grouping << ": " << n_diff
+                                 << " elements differ from v3, first at slot " << first / st.N
+                                 << " row " << first % st.N << ": "
+                                 << (first >= 0 ? out[first] : 0.f) << " vs "
+                                 << (first >= 0 ? v3[first] : 0.f);
+            ++compared;
+          }
+        }
+        // zero_bad_ids (the backend's down projection since session 12): the bad-id slot's rows
+        // +0 (over the NaN fill), every other element v3's bits; with the default variant and xb.
+        for (int v : {0, kernels::kExpertsMmaXB2T16}) {
+          DeviceBuffer out = dev_alloc(slots * st.N * 4);
+          DeviceBuffer ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
+          ASSERT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+          const auto* tab = static_cast<const void* const*>(st.tables.data());
+          kernels::experts_mma(xp, x_rows, x_div, gr.p8, gr.p8 + slots, gr.p8 + slots + E + 1,
+                               slots, E, tab, tab + E, st.N, st.K, ws.data(),
+                               static_cast<float*>(out.data()), nullptr, v, t8,
+                               static_cast<const int32_t*>(gr.dids.data()));
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<float> h(slots * st.N);
+          ASSERT_EQ(cudaMemcpy(h.data(), out.data(), h.size() * 4, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+          int64_t wrong = 0, bad_rows = 0;
+          for (int64_t sl = 0; sl < slots; ++sl) {
+            const bool bad = ids[sl] < 0 || ids[sl] >= E;
+            bad_rows += bad;
+            for (int64_t n = 0; n < st.N; ++n) {
+              const size_t i = static_cast<size_t>(sl * st.N + n);
+              uint32_t u;
+              std::memcpy(&u, &h[i], 4);
+              wrong += bad ? u != 0u : std::memcmp(&h[i], &v3[i], 4) != 0;
+            }
+          }
+          EXPECT_EQ(bad_rows, 1);
+          EXPECT_EQ(wrong, 0) << "zero_bad_ids, variant " << v
+                              << ": elements not +0 (bad-id rows) or not v3's";
+        }
+        // v3 wrote every grouped slot (finite) and left the bad-id slot's NaN fill.
+        int64_t unwritten = 0, bad_written = 0;
+        for (int64_t sl = 0; sl < slots; ++sl) {
+          const bool bad = ids[sl] < 0 || ids[sl] >= E;
+          for (int64_t n = 0; n < st.N; ++n) {
+            const bool fin = std::isfinite(v3[sl * st.N + n]);
+            unwritten += !bad && !fin;
+            bad_written += bad && fin;
+          }
+        }
+        EXPECT_EQ(unwritten, 0);
+        EXPECT_EQ(bad_written, 0);
+      }
+    }
+  }
+  std::printf("session 12 variants: %lld runs memcmp-compared with v3\n",
+              static_cast<long long>(compared));
+}
+
 // 128 slots: 16 tokens × top-8, expert 5 in every token (16 rows: two passes of 8 tokens, the
 // 4-tile path), expert 9 in half of them, the rest random; one bad id; rows of 2^-60 … 2^60 and
 // a zero row.
@@ -574,19 +735,52 @@ TEST_F(CudaExpertsMma, SlotBitsDoNotDependOnTheBatch) {
   const int t8 = kernels::kExpertsMmaTileRows;
   const std::vector<int> ident{0, 1, 2, 3, 4, 5}, rev{5, 4, 3, 2, 1, 0}, rot{2, 3, 4, 5, 0, 1};
   const std::vector<Config> configs = {
-      {1, 0, ident, 0, 0},      {1, 0, rev, 0, t8},
-      {16, 5, ident, 0, t8},    {16, 15, rot, kernels::kExpertsMmaV2Regs, 0},
-      {64, 63, rot, 0, t8},     {64, 0, rev, kernels::kExpertsMmaV1, 0},
-      {2048, 1000, rev, 0, t8}, {2048, 0, ident, kernels::kExpertsMmaV1, 0},
+      {1, 0, ident, 0, 0},
+      {1, 0, rev, 0, t8},
+      {16, 5, ident, 0, t8},
+      {16, 15, rot, kernels::kExpertsMmaV2Regs, 0},
+      {64, 63, rot, 0, t8},
+      {64, 0, rev, kernels::kExpertsMmaV1, 0},
+      {2048, 1000, rev, 0, t8},
+      {2048, 0, ident, kernels::kExpertsMmaV1, 0},
       {2048, 2047, rot, kernels::kExpertsMmaV2Regs, t8},
       // session 8: v3 (both builds, both groupings)
-      {1, 0, rot, kernels::kExpertsMmaV3, t8},      {16, 3, ident, kernels::kExpertsMmaV3, t8},
-      {64, 31, rev, kernels::kExpertsMmaV3w16, t8}, {2048, 7, rot, kernels::kExpertsMmaV3, t8},
+      {1, 0, rot, kernels::kExpertsMmaV3, t8},
+      {16, 3, ident, kernels::kExpertsMmaV3, t8},
+      {64, 31, rev, kernels::kExpertsMmaV3w16, t8},
+      {2048, 7, rot, kernels::kExpertsMmaV3, t8},
       {2048, 2047, ident, kernels::kExpertsMmaV3w16, 0},
       // session 10: the x variants (experts_mma_x.cuh)
-      {1, 0, ident, kernels::kExpertsMmaX16, t8},   {1, 0, rev, kernels::kExpertsMmaX32, t8},
-      {16, 3, rot, kernels::kExpertsMmaX32, t8},    {64, 31, rev, kernels::kExpertsMmaX16, 0},
-      {2048, 7, rot, kernels::kExpertsMmaX64, t8},  {2048, 2047, ident, kernels::kExpertsMmaX32, 0},
+      {1, 0, ident, kernels::kExpertsMmaX16, t8},
+      {1, 0, rev, kernels::kExpertsMmaX32, t8},
+      {16, 3, rot, kernels::kExpertsMmaX32, t8},
+      {64, 31, rev, kernels::kExpertsMmaX16, 0},
+      {2048, 7, rot, kernels::kExpertsMmaX64, t8},
+      {2048, 2047, ident, kernels::kExpertsMmaX32, 0},
+      // session 12: the xb variants (experts_mma_xb.cuh)
+      {1, 0, rot, kernels::kExpertsMmaXB3, t8},
+      {16, 3, rev, kernels::kExpertsMmaXB2, t8},
+      {64, 31, ident, kernels::kExpertsMmaXB2L2, 0},
+      {2048, 7, rev, kernels::kExpertsMmaXB3, t8},
+      {2048, 2047, rot, kernels::kExpertsMmaXB2, 0},
+      {1, 0, rev, kernels::kExpertsMmaXB2T16, t8},
+      {64, 0, rot, kernels::kExpertsMmaXB3T, 0},
+      {2048, 1000, ident, kernels::kExpertsMmaXB2T16L2, t8},
+      {2048, 3, rev, kernels::kExpertsMmaXB2T16, 0},
+      {1, 0, ident, kernels::kExpertsMmaXB32w12, t8},
+      {16, 3, rot, kernels::kExpertsMmaXB32w8, 0},
+      {2048, 7, rev, kernels::kExpertsMmaXB32w12, 0},
+      {2048, 2047, ident, kernels::kExpertsMmaXB32w8, t8},
+      {1, 0, rot, kernels::kExpertsMmaXB64, t8},
+      {16, 3, ident, kernels::kExpertsMmaXG16s4, t8},
+      {64, 31, rot, kernels::kExpertsMmaXG16s3, 0},
+      {2048, 7, ident, kernels::kExpertsMmaXB64, 0},
+      {2048, 1000, rot, kernels::kExpertsMmaXG16s4, 0},
+      {16, 3, rev, kernels::kExpertsMmaXB32w16, t8},
+      {2048, 2047, rot, kernels::kExpertsMmaXB32w16, 0},
+      {64, 31, ident, kernels::kExpertsMmaXB16s3t1, t8},
+      {1, 0, rev, kernels::kExpertsMmaXB16s4t1L2, 0},
+      {2048, 7, rot, kernels::kExpertsMmaXB16s4t1, t8},
   };
   std::vector<float> ref_gu, ref_dn;  // [k][N] in probe order, from configs[0]
   for (const Config& c : configs) {

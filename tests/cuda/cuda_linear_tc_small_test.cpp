@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -29,6 +30,14 @@
 
 namespace deepinfer::cuda {
 namespace {
+
+// The default mode's head at 9..16 rows goes to cuBLAS by default (DEEPINFER_HEAD_BLAS, its own
+// bits); off before the environment is first read, since BackendLinearKeepsLinearTcBits checks
+// the tensor-core branch's bits there.
+const bool kHeadBlasOff = [] {
+  setenv("DEEPINFER_HEAD_BLAS", "0", 1);
+  return true;
+}();
 
 using backend::Shape;
 using backend::Tensor;

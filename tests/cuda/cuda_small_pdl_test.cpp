@@ -1,6 +1,7 @@
 // The small decode kernels launched with programmatic dependent launch (session 11; pdl.cuh
 // enter(), pdl_config.h small_kernels(), DEEPINFER_SMALL_PDL): norms, rope, swiglu, add, the MoE
-// router / gather / combine, copy_many, top-k, softmax pooling and the mHC expand.
+// router / gather / combine, copy_many, top-k, softmax pooling and the mHC expand; and (session
+// 12) the mHC site with its RMSNorm fused into the finish kernel.
 //
 // For each op: the reference is the op run after its inputs are complete (stream order plus a
 // synchronize: nothing to overlap). Then, many times, a producer kernel that lets the next kernel
@@ -149,6 +150,24 @@ TEST_F(CudaSmallPdl, NormsRopeAndElementwiseWaitForTheirInputs) {
             kernels::rms_norm_rope(x, w, positions, inv_freq, S, nh, D, half, 1e-6f, true, 1.f, y,
                                    stream_);
           });
+    // Session 12: q_norm rows (1024) and these heads' norm + rope in one launch, each input late.
+    {
+      const int64_t Na = 1024;
+      float* a = device_floats(randn(S * Na));
+      float* wa = device_floats(randn(Na));
+      float* ya = static_cast<float*>(device_bytes(S * Na * 4));
+      for (int late = 0; late < 2; ++late) {
+        check(
+            std::string("rms_norm_and_rope late ") + (late ? "b" : "a") + " S=" + std::to_string(S),
+            late ? x : a, late ? S * nh * D : S * Na,
+            late ? std::vector<Out>{{y, S * nh * D * 4}, {ya, S * Na * 4}}
+                 : std::vector<Out>{{ya, S * Na * 4}, {y, S * nh * D * 4}},
+            {}, true, [&] {
+              kernels::rms_norm_and_rope(a, wa, S, Na, ya, x, w, positions, inv_freq, S, nh, D,
+                                         half, 1e-6f, true, 1.f, y, stream_);
+            });
+      }
+    }
     // rope works in place: its input is its output (no poison).
     check("rope S=" + std::to_string(S), x, S * nh * D, {{x, S * nh * D * 4}}, {}, false, [&] {
       kernels::rope(x, positions, inv_freq, S, nh, D, half, true, 1.f, false, stream_);
@@ -220,6 +239,10 @@ TEST_F(CudaSmallPdl, MoeCopiesTopkPoolAndHcExpandWaitForTheirInputs) {
     float* xn = static_cast<float*>(device_bytes(S * hc * H * 4));
     check("hc_expand" + at, y, S * H, {{xn, S * hc * H * 4}}, {}, true,
           [&] { kernels::hc_expand(xs, y, post, comb, S, hc, H, xn, stream_); });
+    // Session 12: the expand of y + y2 (the MoE's shared and routed parts), y2 written late.
+    float* y2 = device_floats(randn(S * H));
+    check("hc_expand_sum" + at, y2, S * H, {{xn, S * hc * H * 4}}, {}, true,
+          [&] { kernels::hc_expand(xs, y, post, comb, S, hc, H, xn, stream_, y2); });
     // copy_many: three pairs, the first one's source written late.
     float* c_src = device_floats(randn(S * H));
     float* c_src2 = device_floats(randn(512));
@@ -239,6 +262,53 @@ TEST_F(CudaSmallPdl, MoeCopiesTopkPoolAndHcExpandWaitForTheirInputs) {
   int32_t flag = -1;
   ASSERT_EQ(cudaMemcpy(&flag, err, 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(flag, 0) << "a kernel flagged an error";
+}
+
+// Session 12: the mHC site with the sublayer's RMSNorm in its finish kernel (hc_site with an
+// HcSiteNorm; launched with PDL when small kernels are), for the site and the expand variant
+// (the late input: the streams, or the y the expand adds).
+TEST_F(CudaSmallPdl, HcSiteWithNormWaitsForItsInputs) {
+  const int64_t hc = 4, H = 4096, N = (2 + hc) * hc;
+  for (int64_t S : {1, 16}) {
+    for (int variant = 0; variant < 3; ++variant) {  // site, expand, expand of y + y2
+      const bool expand = variant > 0;
+      float* x = device_floats(randn(S * hc * H));
+      float* fn = device_floats(randn(N * hc * H, 0.01f));
+      float* base = device_floats(randn(N));
+      float* scale = device_floats(randn(3));
+      float* w = device_floats(randn(H));
+      float* y = device_floats(randn(S * H));
+      float* post_prev = device_floats(randn(S * hc));
+      float* comb_prev = device_floats(randn(S * hc * hc));
+      const int64_t scratch =
+          kernels::hc_site_scratch_floats(S, hc, H, false, kernels::HcSiteMode::kAuto);
+      float* part = static_cast<float*>(device_bytes(scratch * 4));
+      float* post = static_cast<float*>(device_bytes(S * hc * 4));
+      float* comb = static_cast<float*>(device_bytes(S * hc * hc * 4));
+      float* col = static_cast<float*>(device_bytes(S * H * 4));
+      float* normed = static_cast<float*>(device_bytes(S * H * 4));
+      float* xnew = static_cast<float*>(device_bytes(S * hc * H * 4));
+      float* y2 = device_floats(randn(S * H));
+      kernels::HcExpandIn ex{x, y, post_prev, comb_prev, xnew};
+      if (variant == 2) ex.y2 = y2;
+      const kernels::HcSiteNorm nm{w, 1e-6f, normed};
+      std::vector<Out> outs{
+          {normed, S * H * 4}, {col, S * H * 4}, {post, S * hc * 4}, {comb, S * hc * hc * 4}};
+      if (expand) outs.push_back({xnew, S * hc * H * 4});
+      const char* name = variant == 0   ? "hc_pre_norm"
+                         : variant == 1 ? "hc_expand_pre_norm"
+                                        : "hc_expand_pre_norm y+y2";
+      check(std::string(name) + " S=" + std::to_string(S),
+            variant == 2 ? y2
+            : expand     ? y
+                         : x,
+            expand ? S * H : S * hc * H, outs, {}, true, [&] {
+              kernels::hc_site(x, fn, base, scale, S, hc, H, 20, 1e-6f, 1e-6f, false, part, post,
+                               comb, col, stream_, expand ? &ex : nullptr, pdl::small_kernels(),
+                               kernels::HcSiteMode::kAuto, &nm);
+            });
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -12,7 +13,7 @@
 #include "backend/cuda/experts_mma.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.h"
-#include "backend/op_checks.h"
+#include "backend/cuda/head_blas.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.h"
@@ -20,6 +21,7 @@
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/skinny_mma.h"
+#include "backend/op_checks.h"
 #include "backend/sample_checks.h"
 #include "common/env.h"
 
@@ -107,6 +109,7 @@ struct CudaBackend::State {
   DeviceBuffer workspace;   // grows on demand (top-k sort)
   const char* last_op = "";
   bool batch_invariant = false;
+  bool decode_fusion = true;  // env().decode_fusion: the fused decode ops (session 12)
   bool fp8_activations = false;
   std::unique_ptr<Fp8Gemm> fp8 = nullptr;  // when fp8_activations: FP8 block-scaled GEMM (shares blas.lt())
   int device = 0;
@@ -151,6 +154,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
                                              std::move(blas), std::move(flag), DeviceBuffer(),
                                              ""});
   st->batch_invariant = options.batch_invariant;
+  st->decode_fusion = env().decode_fusion;
   st->device = options.device;
   st->fp8_activations = options.fp8_activations;
   st->graphs = options.graphs && env().cuda_graphs;
@@ -173,9 +177,14 @@ Status CudaBackend::launched(const char* op) {
 
 Status CudaBackend::synchronize() {
   if (st_->capturing) return refuse_in_capture("synchronize");
-  DI_RETURN_IF_ERROR(st_->stream.synchronize());
+  // The error flag is read on the backend's stream, behind the queued work (a device-to-host copy
+  // into pageable memory returns once it has landed), so the stream sync finds nothing left: one
+  // round trip per sync instead of a sync and then a second copy (session 12 trace: ~13 µs of
+  // idle device between the two at every decode step).
   int32_t code = 0;
-  DI_CUDA_RETURN_IF_ERROR(cudaMemcpy(&code, st_->error_flag.data(), 4, cudaMemcpyDeviceToHost));
+  DI_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&code, st_->error_flag.data(), 4, cudaMemcpyDeviceToHost, stream()));
+  DI_RETURN_IF_ERROR(st_->stream.synchronize());
   if (code != kernels::kErrNone) {
     DI_CUDA_RETURN_IF_ERROR(cudaMemset(st_->error_flag.data(), 0, 4));
     return OutOfRange(std::string("cuda backend: ") + kernels::error_code_name(code));
@@ -437,6 +446,17 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     const Status s = fp8_linear(*st_->fp8, x, w, out, groups, stream());
     if (s.code() != StatusCode::kUnimplemented) return s.ok() ? launched(op) : s;
   }  // shapes it refuses fall through
+  // Session 12 (DEEPINFER_HEAD_BLAS, head_blas.h): the BF16 head at a few rows through cuBLAS on
+  // x's exact bf16 terms (the weight read once for the 3M term rows), default mode only.
+  if (static const int head_blas = env().head_blas;
+      head_blas > 0 && !st_->batch_invariant && fmt == 0 && groups == 1 &&
+      kernels::head_blas_takes(head_blas == 1 ? 9 : 2, M, GN, K, x.raw(), w.w.raw())) {
+    const auto ws_bytes = static_cast<int64_t>(kernels::head_blas_workspace_bytes(M, GN, K));
+    DI_ASSIGN_OR_RETURN(Tensor hws, empty(DType::kU8, {ws_bytes}));
+    DI_RETURN_IF_ERROR(kernels::head_blas_linear(st_->blas.get(), x.data<float>(), w.w.raw(), M, GN,
+                                                 K, hws.raw(), out.data<float>(), stream()));
+    return launched(op);
+  }
   // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3, skinny_mma.h): M <= 16 rows against e4m3
   // (128-column block scales) or bf16 weights on tensor cores — the weight rows as the MMA's A
   // operand, x split into three 16-bit planes (one extra small launch); its own bits, independent
@@ -1170,21 +1190,23 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       if (experts_kernel == "v3") return kernels::kExpertsMmaV2Regs;
       if (experts_kernel == "a") return kernels::kExpertsMmaV3;
       if (experts_kernel == "b") return kernels::kExpertsMmaV3w16;
-      // Session 10 (experts_mma_x.cuh, same bits): x1 = per projection and slot count the kernel
-      // that measured fastest (experts_mma_pick_x); x2 / x3 / x4 = 16- / 32- / 64-row items for
-      // every slot count (bench_ops --mma-batch compares them).
-      if (experts_kernel == "x1") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
-      if (experts_kernel == "x2") return kernels::kExpertsMmaX16;
-      if (experts_kernel == "x3") return kernels::kExpertsMmaX32;
-      if (experts_kernel == "x4") return kernels::kExpertsMmaX64;
+      // Session 12 (experts_mma_xb.cuh, same bits; experts_mma_pick_s12): x1 / x2 / x3 = auto with
+      // variant 22 / 21 / 19 up to 8 slots (batch-1 candidates); x4 = session 10's pick
+      // (experts_mma_pick_x, auto until session 12).
+      if (experts_kernel == "x1") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 1);
+      if (experts_kernel == "x2") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 2);
+      if (experts_kernel == "x3") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 3);
+      if (experts_kernel == "x4") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
       if (experts_kernel == "c") {  // session 8's per-projection pick from bench_ops alone
         if (slots > 128) return kernels::kExpertsMmaV1;
         return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
       }
-      // auto = x1 since session 10 (bench_model, checkpoint 2, ms/step at batch 1 / 8 / 16: x1
-      // 1.24 / 2.56 / 4.09 vs 1.31 / 2.67-2.69 / 4.13-4.22 with session 7's choice, which "s7"
-      // keeps; --batch-invariant batch 1 / 16: 1.77 / 4.22 vs 1.85 / 4.27). Same bits.
-      return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
+      // auto: session 10's pick (experts_mma_pick_x; bench_model, checkpoint 2, ms/step at batch
+      // 1 / 8 / 16: 1.24 / 2.56 / 4.09 vs 1.31 / 2.67-2.69 / 4.13-4.22 with session 7's choice,
+      // which "s7" keeps; --batch-invariant batch 1 / 16: 1.77 / 4.22 vs 1.85 / 4.27); session 12:
+      // variant 15 from 9 to 128 slots (experts_mma_pick_s12; checkpoint 1: 1.06 / 2.31 / 3.72 vs
+      // 1.05 / 2.41 / 3.86 ms). Same bits.
+      return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 0);
     };
     const int variant_g = pick_variant(true), variant_d = pick_variant(false);
     const bool tiles8 =
@@ -1201,8 +1223,9 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     // of V4) where it applies, else session 4's; both give the same bits.
     // DEEPINFER_GEMV_EXPERTS=1 keeps session 4's everywhere (to compare speed).
     static const bool v2 = env().gemv_experts_version != 1;
-    auto project = [&](const ProjectionTable& t, bool on_mma, int mma_variant, const float* in, int64_t x_div,
-                       int64_t N, int64_t K, float* o) -> Status {
+    auto project = [&](const ProjectionTable& t, bool on_mma, int mma_variant, const float* in,
+                       int64_t x_div, int64_t N, int64_t K, float* o,
+                       const int32_t* zero_bad_ids) -> Status {
       const auto* w = static_cast<const void* const*>(t.w.data());
       const auto* sc = static_cast<const void* const*>(t.s.data());
       if (on_mma) {
@@ -1211,7 +1234,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
             static_cast<int64_t>((kernels::experts_mma_workspace_bytes(x_rows, K) + 3) / 4);
         DI_ASSIGN_OR_RETURN(Tensor ws, empty(DType::kF32, {ws_floats}));
         kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
-                             ws.data<float>(), o, stream(), mma_variant, tile_rows);
+                             ws.data<float>(), o, stream(), mma_variant, tile_rows, zero_bad_ids);
       } else if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
                                                    N, K, t.bc)) {
         kernels::gemv_experts_v2(in, x_div, perm, row_off, act_off, slots, E, w, sc, t.scale_f32,
@@ -1222,17 +1245,22 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       }
       return launched("moe_experts");
     };
-    // slot_out zero-filled: the rows of a slot with a bad expert id stay zero. gu needs no fill
-    // (session 10: one memset fewer per layer): the rows of such a slot (the only ones no
+    // slot_out: the rows of a slot with a bad expert id must be zero (combine_slots reads every
+    // slot) — zero-filled by alloc for the GEMV; experts_mma writes them itself (session 12:
+    // zero_bad_ids, in its x split: no memset node per layer in the decode graph). gu needs no
+    // fill (session 10: one memset fewer per layer): the rows of such a slot (the only ones no
     // projection writes) go through swiglu into act rows that neither the down projection (it
     // reads grouped slots' rows only; the x split's row exponent is per row) nor combine_slots
     // (it reads slot_out) uses.
     DI_ASSIGN_OR_RETURN(Tensor gu, empty(DType::kF32, {slots, 2 * I}));
-    DI_RETURN_IF_ERROR(project(g, mma_g, variant_g, x.data<float>(), k, 2 * I, H, gu.data<float>()));
+    DI_RETURN_IF_ERROR(
+        project(g, mma_g, variant_g, x.data<float>(), k, 2 * I, H, gu.data<float>(), nullptr));
     DI_ASSIGN_OR_RETURN(Tensor act, empty(DType::kF32, {slots, I}));
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
-    DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
-    DI_RETURN_IF_ERROR(project(d, mma_d, variant_d, act.data<float>(), 1, H, I, slot_out.data<float>()));
+    DI_ASSIGN_OR_RETURN(Tensor slot_out,
+                        mma_d ? empty(DType::kF32, {slots, H}) : alloc(DType::kF32, {slots, H}));
+    DI_RETURN_IF_ERROR(project(d, mma_d, variant_d, act.data<float>(), 1, H, I,
+                               slot_out.data<float>(), ids.data<int32_t>()));
     return combine_slots(slot_out, weights, k, out);
   }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
@@ -1284,6 +1312,32 @@ Status CudaBackend::rms_norm_rope(const Tensor& x, const Tensor* weight, float e
                          positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D,
                          d.half, eps, style == backend::RopeStyle::kInterleavedTrailing, mscale,
                          out.data<float>(), stream());
+  return launched(op);
+}
+
+Status CudaBackend::rms_norm_and_rope(const Tensor& a, const Tensor* weight_a, Tensor& out_a,
+                                      const Tensor& b, const Tensor* weight_b, float eps,
+                                      const Tensor& positions, const Tensor& inv_freq,
+                                      backend::RopeStyle style, float mscale, Tensor& out_b) {
+  const bool fusable =
+      st_->decode_fusion && a.rank() == 2 && b.rank() == 3 && a.dtype() == DType::kF32 &&
+      out_a.dtype() == DType::kF32 && (weight_a == nullptr || weight_a->dtype() == DType::kF32) &&
+      kernels::rms_norm_rope_supported(b.dim(2)) && a.numel() > 0 && b.numel() > 0 &&
+      kernels::rms_norm_scalar_rows(a.data<float>(), weight_a ? weight_a->data<float>() : nullptr,
+                                    out_a.data<float>(), a.dim(1));
+  if (!fusable)
+    return Backend::rms_norm_and_rope(a, weight_a, out_a, b, weight_b, eps, positions, inv_freq,
+                                      style, mscale, out_b);
+  const char* op = "rms_norm_and_rope";
+  DI_ASSIGN_OR_RETURN(const auto da, check_rms_norm(a, weight_a, out_a));
+  DI_ASSIGN_OR_RETURN(const auto d, check_rope(b, positions, inv_freq));
+  DI_RETURN_IF_ERROR(check_tensor(op, "out_b", out_b, DType::kF32, {d.S, d.nh, d.D}));
+  if (weight_b) DI_RETURN_IF_ERROR(check_tensor(op, "weight_b", *weight_b, DType::kF32, {d.D}));
+  kernels::rms_norm_and_rope(
+      a.data<float>(), weight_a ? weight_a->data<float>() : nullptr, da.M, da.N,
+      out_a.data<float>(), b.data<float>(), weight_b ? weight_b->data<float>() : nullptr,
+      positions.data<int32_t>(), inv_freq.data<float>(), d.S, d.nh, d.D, d.half, eps,
+      style == backend::RopeStyle::kInterleavedTrailing, mscale, out_b.data<float>(), stream());
   return launched(op);
 }
 
@@ -1450,6 +1504,16 @@ Status CudaBackend::hc_expand(const Tensor& x, const Tensor& y, const Tensor& po
   return launched("hc_expand");
 }
 
+Status CudaBackend::hc_expand_sum(const Tensor& x, const Tensor& y, const Tensor& y2,
+                                  const Tensor& post, const Tensor& comb, Tensor& out) {
+  if (!st_->decode_fusion) return Backend::hc_expand_sum(x, y, y2, post, comb, out);
+  DI_ASSIGN_OR_RETURN(const auto d, check_hc_expand(x, y, post, comb, out));
+  DI_RETURN_IF_ERROR(check_add(y, y2, y));
+  kernels::hc_expand(x.data<float>(), y.data<float>(), post.data<float>(), comb.data<float>(), d.S,
+                     d.hc, d.H, out.data<float>(), stream(), y2.data<float>());
+  return launched("hc_expand_sum");
+}
+
 namespace {
 // How an mHC site runs. DEEPINFER_CUDA_HC (read once): fused (default) = hc_site.cu's two kernels
 // for every S, with PDL; fused_nopdl = the same kernels launched plainly (same bits); fused_s6 =
@@ -1514,7 +1578,8 @@ StatusOr<StreamDims> check_hc_pre(const Tensor& x, const Tensor& fn, const Tenso
 Status CudaBackend::hc_pre_fused(const Tensor& x, const Tensor& fn, const Tensor& base,
                                  const Tensor& scale, const backend::HcParams& p, float norm_eps,
                                  Tensor* post, Tensor* comb, Tensor& collapsed,
-                                 const kernels::HcExpandIn* expand) {
+                                 const kernels::HcExpandIn* expand,
+                                 const kernels::HcSiteNorm* norm) {
   DI_ASSIGN_OR_RETURN(const auto d, check_hc_pre(x, fn, base, scale, p, post, comb, collapsed));
   if (d.S == 0 || d.H == 0) return OkStatus();
   const bool head = scale.numel() == 1;
@@ -1536,8 +1601,17 @@ Status CudaBackend::hc_pre_fused(const Tensor& x, const Tensor& fn, const Tensor
       empty(DType::kF32, {kernels::hc_site_scratch_floats(d.S, d.hc, d.H, head, mode)}));
   kernels::hc_site(x.data<float>(), fn.data<float>(), base.data<float>(), scale.data<float>(), d.S,
                    d.hc, d.H, p.sinkhorn_iters, p.hc_eps, norm_eps, head, part.data<float>(), pp,
-                   pc, collapsed.data<float>(), stream(), expand, path == HcPath::kSite, mode);
+                   pc, collapsed.data<float>(), stream(), expand, path == HcPath::kSite, mode,
+                   norm);
+  if (norm != nullptr) return launched(expand ? "hc_expand_pre_norm" : "hc_pre_norm");
   return launched(expand ? "hc_expand_pre" : "hc_pre");
+}
+
+bool CudaBackend::hc_norm_fused(const Tensor& x, const Tensor& scale,
+                                const backend::HcParams& p) const {
+  if (!st_->decode_fusion) return false;
+  const HcPath path = hc_path(st_->batch_invariant, x, scale, p);
+  return path == HcPath::kSite || path == HcPath::kSiteNoPdl;
 }
 
 Status CudaBackend::hc_pre(const Tensor& x, const Tensor& fn, const Tensor& base,
@@ -1560,6 +1634,37 @@ Status CudaBackend::hc_expand_pre(const Tensor& x_prev, const Tensor& y, const T
   const kernels::HcExpandIn ex{x_prev.data<float>(), y.data<float>(), post_prev.data<float>(),
                                comb_prev.data<float>(), x.data<float>()};
   return hc_pre_fused(x, fn, base, scale, p, norm_eps, post, comb, collapsed, &ex);
+}
+
+Status CudaBackend::hc_pre_norm(const Tensor& x, const Tensor& fn, const Tensor& base,
+                                const Tensor& scale, const backend::HcParams& p, float norm_eps,
+                                Tensor* post, Tensor* comb, Tensor& collapsed, const Tensor* weight,
+                                float eps, Tensor& out) {
+  if (!hc_norm_fused(x, scale, p))
+    return Backend::hc_pre_norm(x, fn, base, scale, p, norm_eps, post, comb, collapsed, weight, eps,
+                                out);
+  DI_RETURN_IF_ERROR(check_rms_norm(collapsed, weight, out).status());
+  const kernels::HcSiteNorm nm{weight ? weight->data<float>() : nullptr, eps, out.data<float>()};
+  return hc_pre_fused(x, fn, base, scale, p, norm_eps, post, comb, collapsed, nullptr, &nm);
+}
+
+Status CudaBackend::hc_expand_pre_norm(const Tensor& x_prev, const Tensor& y, const Tensor* y2,
+                                       const Tensor& post_prev, const Tensor& comb_prev, Tensor& x,
+                                       const Tensor& fn, const Tensor& base, const Tensor& scale,
+                                       const backend::HcParams& p, float norm_eps, Tensor* post,
+                                       Tensor* comb, Tensor& collapsed, const Tensor* weight,
+                                       float eps, Tensor& out) {
+  if (!hc_norm_fused(x, scale, p))
+    return Backend::hc_expand_pre_norm(x_prev, y, y2, post_prev, comb_prev, x, fn, base, scale, p,
+                                       norm_eps, post, comb, collapsed, weight, eps, out);
+  DI_RETURN_IF_ERROR(check_hc_expand(x_prev, y, post_prev, comb_prev, x).status());
+  if (y2 != nullptr) DI_RETURN_IF_ERROR(check_add(y, *y2, y));
+  DI_RETURN_IF_ERROR(check_rms_norm(collapsed, weight, out).status());
+  kernels::HcExpandIn ex{x_prev.data<float>(), y.data<float>(), post_prev.data<float>(),
+                         comb_prev.data<float>(), x.data<float>()};
+  ex.y2 = y2 != nullptr ? y2->data<float>() : nullptr;
+  const kernels::HcSiteNorm nm{weight ? weight->data<float>() : nullptr, eps, out.data<float>()};
+  return hc_pre_fused(x, fn, base, scale, p, norm_eps, post, comb, collapsed, &ex, &nm);
 }
 
 Status CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -1620,9 +1725,11 @@ Status CudaBackend::sample(const Tensor& logits, std::span<const backend::Sample
   // Pageable source: staged before the call returns (as upload()), so `rows` may go away.
   DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params.raw(), rows.data(), rows.size_bytes(),
                                           cudaMemcpyHostToDevice, stream()));
+  const auto scratch_bytes = static_cast<int64_t>(kernels::sample_rows_scratch_bytes(d.S));
+  DI_ASSIGN_OR_RETURN(Tensor scratch, empty(DType::kU8, {scratch_bytes}));
   kernels::sample_rows(logits.data<float>(), d.S, d.V,
                        static_cast<const kernels::SampleRow*>(params.raw()), ids.data<int32_t>(),
-                       stream());
+                       scratch.raw(), stream());
   return launched("sample");
 }
 

@@ -26,6 +26,7 @@ struct CudaBackendOptions {
 class TensorCache;
 namespace kernels {
 struct HcExpandIn;  // kernels.h
+struct HcSiteNorm;
 }  // namespace kernels
 
 class CudaBackend : public backend::Backend {
@@ -93,6 +94,13 @@ class CudaBackend : public backend::Backend {
   Status rms_norm_rope(const backend::Tensor& x, const backend::Tensor* weight, float eps,
                        const backend::Tensor& positions, const backend::Tensor& inv_freq,
                        backend::RopeStyle style, float mscale, backend::Tensor& out) override;
+  // One launch (elementwise.cu rms_norm_and_rope) when a's rows take rms_norm's scalar kernel
+  // and b's heads are narrower than 2048, with DEEPINFER_DECODE_FUSION on; else the two calls.
+  Status rms_norm_and_rope(const backend::Tensor& a, const backend::Tensor* weight_a,
+                           backend::Tensor& out_a, const backend::Tensor& b,
+                           const backend::Tensor* weight_b, float eps,
+                           const backend::Tensor& positions, const backend::Tensor& inv_freq,
+                           backend::RopeStyle style, float mscale, backend::Tensor& out_b) override;
   Status attention(const backend::Tensor& q, const backend::Tensor& k, const backend::Tensor& v,
                    const backend::Tensor& key_offsets, const backend::Tensor& key_ids,
                    const backend::Tensor* sinks, float scale, backend::Tensor& out,
@@ -123,6 +131,10 @@ class CudaBackend : public backend::Backend {
                      backend::Tensor& out) override;
   Status hc_expand(const backend::Tensor& x, const backend::Tensor& y, const backend::Tensor& post,
                    const backend::Tensor& comb, backend::Tensor& out) override;
+  // One kernel (the add inside the expand) with DEEPINFER_DECODE_FUSION on; else add, hc_expand.
+  Status hc_expand_sum(const backend::Tensor& x, const backend::Tensor& y,
+                       const backend::Tensor& y2, const backend::Tensor& post,
+                       const backend::Tensor& comb, backend::Tensor& out) override;
   // One mHC site in two kernels (hc_site.cu) for hc <= 4: S <= kHcSiteMaxRows tokens, and every
   // S under --batch-invariant (a token's bits depend only on its own inputs; larger sites run the
   // composed path by default: faster there on the H200, session 7); hc > 4 or
@@ -142,6 +154,22 @@ class CudaBackend : public backend::Backend {
                        const backend::Tensor& scale, const backend::HcParams& params,
                        float norm_eps, backend::Tensor* post, backend::Tensor* comb,
                        backend::Tensor& collapsed) override;
+  // hc_pre / hc_expand_pre with the rms_norm of collapsed: on the fused site, the norm runs in
+  // its finish kernel (kernels.h hc_site with HcSiteNorm; bitwise rms_norm's output); else, or
+  // with DEEPINFER_DECODE_FUSION=0, the base implementation (the site, then rms_norm).
+  Status hc_pre_norm(const backend::Tensor& x, const backend::Tensor& fn,
+                     const backend::Tensor& base, const backend::Tensor& scale,
+                     const backend::HcParams& params, float norm_eps, backend::Tensor* post,
+                     backend::Tensor* comb, backend::Tensor& collapsed,
+                     const backend::Tensor* weight, float eps, backend::Tensor& out) override;
+  Status hc_expand_pre_norm(const backend::Tensor& x_prev, const backend::Tensor& y,
+                            const backend::Tensor* y2, const backend::Tensor& post_prev,
+                            const backend::Tensor& comb_prev, backend::Tensor& x,
+                            const backend::Tensor& fn, const backend::Tensor& base,
+                            const backend::Tensor& scale, const backend::HcParams& params,
+                            float norm_eps, backend::Tensor* post, backend::Tensor* comb,
+                            backend::Tensor& collapsed, const backend::Tensor* weight, float eps,
+                            backend::Tensor& out) override;
   Status add(const backend::Tensor& a, const backend::Tensor& b, backend::Tensor& out) override;
   Status copy(const backend::Tensor& src, backend::Tensor& dst) override;
   Status copy_many(std::span<const backend::Tensor> srcs, std::span<backend::Tensor> dsts) override;
@@ -164,7 +192,10 @@ class CudaBackend : public backend::Backend {
                       const backend::Tensor& base, const backend::Tensor& scale,
                       const backend::HcParams& p, float norm_eps, backend::Tensor* post,
                       backend::Tensor* comb, backend::Tensor& collapsed,
-                      const kernels::HcExpandIn* expand);
+                      const kernels::HcExpandIn* expand, const kernels::HcSiteNorm* norm = nullptr);
+  // Whether hc_pre_norm / hc_expand_pre_norm fuse the norm (decode fusion on, the hc_site path).
+  bool hc_norm_fused(const backend::Tensor& x, const backend::Tensor& scale,
+                     const backend::HcParams& p) const;
   std::unique_ptr<State> st_;
 };
 

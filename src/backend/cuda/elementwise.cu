@@ -14,12 +14,8 @@ namespace {
 // row's reduction order — and its bits — do not depend on the batch. Long rows (hyper-connection
 // streams, hidden 4096) get more threads and 16-byte loads, so one row is not a long serial chain.
 template <int kThreads, int kVec>
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, const float* w, int64_t N,
-                                                            float eps, float* y) {
-  pdl::enter();
-  __shared__ float red[kThreads / 32];
-  const float* xr = x + blockIdx.x * N;
-  float* yr = y + blockIdx.x * N;
+__device__ __forceinline__ void rms_norm_row(const float* xr, const float* w, int64_t N, float eps,
+                                             float* yr, float* red /* [kThreads/32] */) {
   float ss = 0.f;
   if constexpr (kVec == 4) {
     const float4* x4 = reinterpret_cast<const float4*>(xr);
@@ -60,6 +56,14 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, cons
       yr[i] = w ? v * w[i] : v;
     }
   }
+}
+
+template <int kThreads, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_kernel(const float* x, const float* w, int64_t N, float eps, float* y) {
+  pdl::enter();
+  __shared__ float red[kThreads / 32];
+  rms_norm_row<kThreads, kVec>(x + blockIdx.x * N, w, N, eps, y + blockIdx.x * N, red);
 }
 
 // One block per (token, group of kRopeHeads heads). The rotation of frequency i depends only on
@@ -111,16 +115,12 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
 // is staged in shared memory (dynamic, D floats) so that a rotated pair may span threads.
 constexpr int kNormRopeThreads = 256;
 
-__global__ void __launch_bounds__(kNormRopeThreads)
-    rms_norm_rope_kernel(const float* x, const float* w, const int32_t* positions,
-                         const float* inv_freq, int64_t nh, int64_t D, int64_t half, float eps,
-                         bool interleaved, float mscale, float* y) {
-  pdl::enter();
-  extern __shared__ float row[];  // [D]
-  __shared__ float red[kNormRopeThreads / 32];
-  const int64_t r = blockIdx.x, s = r / nh;
-  const float* xr = x + r * D;
-  float* yr = y + r * D;
+// One head row xr [D] of token position p (rms_norm_rope_kernel's body; row: D floats of shared
+// memory, red: [kNormRopeThreads/32]).
+__device__ __forceinline__ void rms_norm_rope_row(const float* xr, const float* w, float p,
+                                                  const float* inv_freq, int64_t D, int64_t half,
+                                                  float eps, bool interleaved, float mscale,
+                                                  float* yr, float* row, float* red) {
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < D; i += kNormRopeThreads) ss += xr[i] * xr[i];
   ss = block_sum<kNormRopeThreads>(ss, red);
@@ -130,7 +130,6 @@ __global__ void __launch_bounds__(kNormRopeThreads)
     row[i] = w ? v * w[i] : v;
   }
   __syncthreads();
-  const float p = static_cast<float>(positions[s]);
   const int64_t lo = interleaved ? D - 2 * half : 0;  // rotated channels [lo, lo + 2·half)
   for (int64_t i = threadIdx.x; i < D; i += kNormRopeThreads) {
     if (i < lo || i >= lo + 2 * half) yr[i] = row[i];  // not rotated
@@ -147,6 +146,40 @@ __global__ void __launch_bounds__(kNormRopeThreads)
     yr[ia] = rope_a(a, b, cs, sn);
     yr[ib] = rope_b(a, b, cs, sn);
   }
+}
+
+__global__ void __launch_bounds__(kNormRopeThreads)
+    rms_norm_rope_kernel(const float* x, const float* w, const int32_t* positions,
+                         const float* inv_freq, int64_t nh, int64_t D, int64_t half, float eps,
+                         bool interleaved, float mscale, float* y) {
+  pdl::enter();
+  extern __shared__ float row[];  // [D]
+  __shared__ float red[kNormRopeThreads / 32];
+  const int64_t r = blockIdx.x, s = r / nh;
+  rms_norm_rope_row(x + r * D, w, static_cast<float>(positions[s]), inv_freq, D, half, eps,
+                    interleaved, mscale, y + r * D, row, red);
+}
+
+// rms_norm of the rows of a [Ma, Na] with rms_norm_kernel<256, 1>'s arithmetic (blocks 0 … Ma−1)
+// and rms_norm_rope of the head rows of b [S, nh, D] (blocks Ma …): two independent norms of the
+// attention projections in one launch, each row bitwise its own kernel's.
+static_assert(kNormRopeThreads == 256, "the scalar rms_norm kernel's block");
+__global__ void __launch_bounds__(kNormRopeThreads)
+    rms_norm_and_rope_kernel(const float* a, const float* wa, int64_t Ma, int64_t Na, float* ya,
+                             const float* b, const float* wb, const int32_t* positions,
+                             const float* inv_freq, int64_t nh, int64_t D, int64_t half, float eps,
+                             bool interleaved, float mscale, float* yb) {
+  pdl::enter();
+  extern __shared__ float row[];  // [D]
+  __shared__ float red[kNormRopeThreads / 32];
+  const int64_t blk = blockIdx.x;
+  if (blk < Ma) {
+    rms_norm_row<kNormRopeThreads, 1>(a + blk * Na, wa, Na, eps, ya + blk * Na, red);
+    return;
+  }
+  const int64_t r = blk - Ma, s = r / nh;
+  rms_norm_rope_row(b + r * D, wb, static_cast<float>(positions[s]), inv_freq, D, half, eps,
+                    interleaved, mscale, yb + r * D, row, red);
 }
 
 __global__ void swiglu_kernel(const float* gu, int64_t M, int64_t I, float limit, float* out) {
@@ -178,21 +211,23 @@ __global__ void to_f32_kernel(const void* in, int dtype, int64_t n, float* out) 
 
 }  // namespace
 
+bool rms_norm_scalar_rows(const float* x, const float* w, const float* y, int64_t N) {
+  const auto a = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool aligned = a(x) && a(y) && (w == nullptr || a(w));
+  return !(N % 4 == 0 && aligned && N >= 2048);
+}
+
 void rms_norm(const float* x, const float* w, int64_t M, int64_t N, float eps, float* y, cudaStream_t s) {
   if (M <= 0) return;
   const auto grid = static_cast<unsigned>(M);
-  const bool aligned = [&] {
-    const auto a = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    return a(x) && a(y) && (w == nullptr || a(w));
-  }();
   // The vector path needs N % 4 == 0 and 16-byte alignment of every row; its order differs
   // from the scalar path's, so the choice is a function of N and the pointers only.
-  if (N % 4 == 0 && aligned && N >= 8192)
-    pdl::launch(rms_norm_kernel<1024, 4>, grid, 1024, 0, s, pdl::small_kernels(), x, w, N, eps, y);
-  else if (N % 4 == 0 && aligned && N >= 2048)
-    pdl::launch(rms_norm_kernel<512, 4>, grid, 512, 0, s, pdl::small_kernels(), x, w, N, eps, y);
-  else
+  if (rms_norm_scalar_rows(x, w, y, N))
     pdl::launch(rms_norm_kernel<256, 1>, grid, 256, 0, s, pdl::small_kernels(), x, w, N, eps, y);
+  else if (N >= 8192)
+    pdl::launch(rms_norm_kernel<1024, 4>, grid, 1024, 0, s, pdl::small_kernels(), x, w, N, eps, y);
+  else
+    pdl::launch(rms_norm_kernel<512, 4>, grid, 512, 0, s, pdl::small_kernels(), x, w, N, eps, y);
 }
 
 void rope(float* x, const int32_t* positions, const float* inv_freq, int64_t S, int64_t nh,
@@ -213,6 +248,18 @@ void rms_norm_rope(const float* x, const float* w, const int32_t* positions, con
   pdl::launch(rms_norm_rope_kernel, static_cast<unsigned>(S * nh), kNormRopeThreads,
               static_cast<size_t>(D) * sizeof(float), s, pdl::small_kernels(), x, w, positions,
               inv_freq, nh, D, half, eps, interleaved_trailing, mscale, y);
+}
+
+void rms_norm_and_rope(const float* a, const float* wa, int64_t Ma, int64_t Na, float* ya,
+                       const float* b, const float* wb, const int32_t* positions,
+                       const float* inv_freq, int64_t S, int64_t nh, int64_t D, int64_t half,
+                       float eps, bool interleaved_trailing, float mscale, float* yb,
+                       cudaStream_t s) {
+  const int64_t blocks = Ma + S * nh;
+  if (blocks <= 0) return;
+  pdl::launch(rms_norm_and_rope_kernel, static_cast<unsigned>(blocks), kNormRopeThreads,
+              static_cast<size_t>(D) * sizeof(float), s, pdl::small_kernels(), a, wa, Ma, Na, ya, b,
+              wb, positions, inv_freq, nh, D, half, eps, interleaved_trailing, mscale, yb);
 }
 
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s) {

@@ -1,14 +1,14 @@
 // Host side of the decode routed experts on tensor cores (experts_mma.cuh, experts_mma_v2.cuh):
 // checks, the x split launch and the persistent product launch of the chosen variant.
-#include "backend/cuda/experts_mma.h"
-
 #include <atomic>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/experts_mma.cuh"
+#include "backend/cuda/experts_mma.h"
 #include "backend/cuda/experts_mma_v2.cuh"
 #include "backend/cuda/experts_mma_v3.cuh"
 #include "backend/cuda/experts_mma_x.cuh"
+#include "backend/cuda/experts_mma_xb.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace deepinfer::cuda::kernels {
@@ -131,6 +131,39 @@ void launch_x(const emma::Args& a, cudaStream_t s) {
   pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emmx::kThreads), smem, s, kProductPdl, a);
 }
 
+// Variants 9..16 (experts_mma_xb.cuh): items of kMT m-tiles with B through the ring, kStages-deep
+// rings, kMinBlocks CTAs per SM, options kF, passes of kPT tokens; the carveout as launch_x's.
+template <int kMT, int kStages, int kMinBlocks, int kF, int kPT>
+void launch_xb(const emma::Args& a, cudaStream_t s) {
+  static std::atomic<uint64_t> attr_set{0};
+  static std::atomic<int> per_sm_cache[64] = {};
+  auto* kernel = emmxb::experts_mma_xb_kernel<kMT, kStages, kMinBlocks, kF, kPT>;
+  constexpr int smem = emmxb::smem_bytes(kMT, kStages, kF, kPT);
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if ((attr_set.load(std::memory_order_relaxed) & bit) == 0) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         carveout_percent(kMinBlocks * (smem + 1024)));
+    cudaGetLastError();
+    attr_set.fetch_or(bit, std::memory_order_relaxed);
+  }
+  int per_sm = per_sm_cache[dev & 63].load(std::memory_order_relaxed);
+  if (per_sm <= 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, emmx::kThreads, smem) !=
+            cudaSuccess ||
+        per_sm <= 0) {
+      cudaGetLastError();
+      per_sm = 1;
+    }
+    per_sm_cache[dev & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const int64_t grid = static_cast<int64_t>(sms_of_current_device()) * per_sm;
+  pdl::launch(kernel, dim3(static_cast<unsigned>(grid)), dim3(emmx::kThreads), smem, s, kProductPdl,
+              a);
+}
+
 // The Args of a product launch but the x planes' fields (planes, row_exp, plane, x_div): rows =
 // the rows of a warp item (work unit), tile_rows as experts_mma's (≤ 0 or ≥ slots: one tile per
 // expert).
@@ -174,6 +207,28 @@ int experts_mma_pick_x(int64_t slots, int64_t K) {
   return slots <= 64 ? kExpertsMmaX64 : kExpertsMmaX32;
 }
 
+int experts_mma_pick_xb(int64_t slots, int xb) {
+  if (slots > 128) return kExpertsMmaV1;
+  return xb >= kExpertsMmaXB3 && xb <= kExpertsMmaLast ? xb : kExpertsMmaXB3;
+}
+
+int experts_mma_pick_s12(int64_t slots, int64_t K, int mode) {
+  if (slots > 128) return kExpertsMmaV1;
+  if (slots <= 8) {
+    switch (mode) {
+      case 1:
+        return kExpertsMmaXB16s4t1L2;
+      case 2:
+        return kExpertsMmaXB16s3t1;
+      case 3:
+        return kExpertsMmaXG16s3;
+      default:
+        return kExpertsMmaX16;
+    }
+  }
+  return kExpertsMmaXB32w12;
+}
+
 bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
                            bool w_vec, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols) {
   if (fmt != 2 || !scaled || scale_f32 || !w_vec) return false;
@@ -192,16 +247,30 @@ size_t experts_mma_workspace_bytes(int64_t x_rows, int64_t K) {
 void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                  const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
                  const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
-                 void* workspace, float* out, cudaStream_t s, int variant, int64_t tile_rows) {
+                 void* workspace, float* out, cudaStream_t s, int variant, int64_t tile_rows,
+                 const int32_t* zero_bad_ids) {
   if (slots == 0 || N == 0 || num_experts == 0 || x_rows == 0) return;
   auto* planes = static_cast<uint16_t*>(workspace);
   auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
+  emma::ZeroBad zb;
+  if (zero_bad_ids != nullptr) {
+    zb.ids = zero_bad_ids;
+    zb.num_experts = static_cast<int32_t>(num_experts);
+    zb.x_div = static_cast<int32_t>(x_div);
+    zb.slots = slots;
+    zb.out = out;
+    zb.N = static_cast<int32_t>(N);
+  }
   emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
-                                                                    x_rows * K, row_exp);
+                                                                   x_rows * K, row_exp, zb);
   if (variant < kExpertsMmaV1 || variant > kExpertsMmaLast) variant = kExpertsMmaDefault;
   if (variant == kExpertsMmaX64 && N % 64 != 0) variant = kExpertsMmaX32;  // 64-row items need N % 64
-  // Rows of a warp item (of a work unit: variant 7 cuts the warps' ranges in 16-row units).
-  const int rows = variant == kExpertsMmaV1 ? 32 : variant == kExpertsMmaX64 ? 64 : 16;
+  if (variant == kExpertsMmaXB64 && N % 64 != 0) variant = kExpertsMmaXB32w12;
+  // Rows of a warp item (of a work unit: variants 7, 15, 16, 20 cut the warps' ranges in 16-row
+  // units).
+  const int rows = variant == kExpertsMmaV1                                    ? 32
+                   : (variant == kExpertsMmaX64 || variant == kExpertsMmaXB64) ? 64
+                                                                               : 16;
   emma::Args a = weight_args(perm, row_off, act_off, slots, num_experts, w_table, s_table, N, K, rows, out,
                              tile_rows);
   a.planes = planes;
@@ -235,6 +304,56 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   if (variant == kExpertsMmaX64) {
     launch_x<4, 2, 2, true, 0>(a, s);
     return;
+  }
+  constexpr int kP8 = emma::kPassTokens;
+  switch (variant) {
+    case kExpertsMmaXB3:
+      launch_xb<1, 3, 3, 0, kP8>(a, s);
+      return;
+    case kExpertsMmaXB2:
+      launch_xb<1, 2, 3, 0, kP8>(a, s);
+      return;
+    case kExpertsMmaXB2L2:
+      launch_xb<1, 2, 3, emmxb::kL2, kP8>(a, s);
+      return;
+    case kExpertsMmaXB2T16:
+      launch_xb<1, 2, 4, 0, 2>(a, s);
+      return;
+    case kExpertsMmaXB2T16L2:
+      launch_xb<1, 2, 4, emmxb::kL2, 2>(a, s);
+      return;
+    case kExpertsMmaXB3T:
+      launch_xb<1, 3, 3, 0, 2>(a, s);
+      return;
+    case kExpertsMmaXB32w12:
+      launch_xb<2, 2, 3, emmxb::kBal, 2>(a, s);
+      return;
+    case kExpertsMmaXB32w8:
+      launch_xb<2, 3, 2, emmxb::kBal, 2>(a, s);
+      return;
+    case kExpertsMmaXB64:
+      launch_xb<4, 2, 2, 0, 2>(a, s);
+      return;
+    case kExpertsMmaXG16s4:
+      launch_xb<1, 4, 4, emmxb::kGB, 2>(a, s);
+      return;
+    case kExpertsMmaXG16s3:
+      launch_xb<1, 3, 4, emmxb::kGB, 2>(a, s);
+      return;
+    case kExpertsMmaXB32w16:
+      launch_xb<2, 2, 4, emmxb::kBal, 1>(a, s);
+      return;
+    case kExpertsMmaXB16s3t1:
+      launch_xb<1, 3, 4, 0, 1>(a, s);
+      return;
+    case kExpertsMmaXB16s4t1L2:
+      launch_xb<1, 4, 3, emmxb::kL2, 1>(a, s);
+      return;
+    case kExpertsMmaXB16s4t1:
+      launch_xb<1, 4, 3, 0, 1>(a, s);
+      return;
+    default:
+      break;
   }
   static std::atomic<uint64_t> attr_set{0};
   opt_in_smem_per_device(attr_set, emma::experts_mma_kernel, emma::kSmem, /*max_carveout=*/false);

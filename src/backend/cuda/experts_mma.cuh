@@ -80,9 +80,22 @@ struct Args {
 // Storage position of element j of a group of 8 k (order 0,4,1,5,2,6,3,7).
 __device__ __forceinline__ int perm8_pos(int j) { return ((j & 3) << 1) | (j >> 2); }
 
-__global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int K,
-                                                    uint16_t* __restrict__ planes, int64_t plane,
-                                                    int32_t* __restrict__ row_exp) {
+// Session 12: the output rows of slots with a bad expert id written as +0 by the split kernel
+// (zero_ids [slots] non-null: block r checks its slots r·x_div … r·x_div + x_div − 1), so the
+// caller needs no zero-filled output buffer (a memset node per projection in a decode graph);
+// grouped slots' rows are left to the product.
+struct ZeroBad {
+  const int32_t* ids = nullptr;  // [slots] expert ids; nullptr: nothing written here
+  int32_t num_experts = 0;
+  int32_t x_div = 1;
+  int64_t slots = 0;
+  float* out = nullptr;  // [slots, N]
+  int32_t N = 0;
+};
+
+__global__ void __launch_bounds__(256)
+    split_kernel(const float* __restrict__ x, int K, uint16_t* __restrict__ planes, int64_t plane,
+                 int32_t* __restrict__ row_exp, const ZeroBad zb) {
   __shared__ float red[8];
   // Session 7: the product kernel may be launched as a programmatic dependent (experts_mma_v2):
   // let it start now; it waits (griddepcontrol.wait) for this grid before reading the planes.
@@ -109,6 +122,15 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
       v.z = h[p][4] | (static_cast<uint32_t>(h[p][5]) << 16);
       v.w = h[p][6] | (static_cast<uint32_t>(h[p][7]) << 16);
       *reinterpret_cast<uint4*>(planes + p * plane + r * K + 8 * g8) = v;
+    }
+  }
+  if (zb.ids != nullptr) {
+    for (int j = 0; j < zb.x_div; ++j) {
+      const int64_t slot = r * zb.x_div + j;
+      if (slot >= zb.slots) break;
+      const int32_t e = __ldg(zb.ids + slot);
+      if (e >= 0 && e < zb.num_experts) continue;
+      for (int n = threadIdx.x; n < zb.N; n += 256) zb.out[slot * zb.N + n] = 0.f;
     }
   }
 }

@@ -51,7 +51,42 @@ constexpr int kExpertsMmaV3w16 = 5;
 constexpr int kExpertsMmaX16 = 6;
 constexpr int kExpertsMmaX32 = 7;
 constexpr int kExpertsMmaX64 = 8;
-constexpr int kExpertsMmaLast = kExpertsMmaX64;
+// Session 12 (experts_mma_xb.cuh): variant 6 with B (the x planes of passes of ≤ 2 tokens) copied
+// through the warp's ring next to the weights and read from shared memory in the math loop: 9 =
+// 3-stage rings (12 warps per SM), 10 = 2-stage rings, 11 = 2-stage rings with the B copies
+// bypassing L1 (cp.async.cg). Same bits as 1–8. 12 / 13 / 14: passes of 2 tokens (every pass one
+// n-tile with B from the ring; an expert with more tokens streams its weights once per 2 tokens;
+// no 2- / 4-n-tile code: 120 registers) — 12 = 16 warps per SM with 2-stage rings, 13 = 12 with
+// L2-only B copies, 14 = 12 warps per SM with 3-stage rings.
+constexpr int kExpertsMmaXB3 = 9;
+constexpr int kExpertsMmaXB2 = 10;
+constexpr int kExpertsMmaXB2L2 = 11;
+constexpr int kExpertsMmaXB2T16 = 12;
+constexpr int kExpertsMmaXB2T16L2 = 13;
+constexpr int kExpertsMmaXB3T = 14;
+// 15 / 16: 32-row items (two m-tiles share each B fragment, two independent MMA chains per warp)
+// on warp ranges balanced in 16-row units, passes of 2 tokens: 15 = 12 warps per SM, 2-stage
+// rings; 16 = 8 warps per SM, 3-stage rings.
+constexpr int kExpertsMmaXB32w12 = 15;
+constexpr int kExpertsMmaXB32w8 = 16;
+// 17: 64-row items (4 m-tiles share each B fragment; N % 64 == 0, else 15), passes of 2 tokens, 8
+// warps per SM, 2-stage rings. 18 / 19: variant 6's kernel (B from global memory, no B in the
+// ring) with passes of 2 tokens — 128 registers: 16 warps per SM with 4- / 3-stage rings (more
+// weight bytes in flight per SM: batch 1).
+constexpr int kExpertsMmaXB64 = 17;
+constexpr int kExpertsMmaXG16s4 = 18;
+constexpr int kExpertsMmaXG16s3 = 19;
+// 20 / 21: passes of 1 token (B through the ring: 3 columns, 1.7 KB per stage; an expert with more
+// tokens streams its weights once per token) — 20 = 32-row items, 16 warps per SM, 2-stage rings
+// (128 registers); 21 = 16-row items, 16 warps, 3-stage rings.
+constexpr int kExpertsMmaXB32w16 = 20;
+constexpr int kExpertsMmaXB16s3t1 = 21;
+// 22 / 23: 16-row items, passes of 1 token, 12 warps per SM with 4-stage rings (3 stages of weights
+// in flight per warp: batch 1, where each warp streams about one item) — 22 with the B copies
+// through L2 only (cp.async.cg), 23 through L1.
+constexpr int kExpertsMmaXB16s4t1L2 = 22;
+constexpr int kExpertsMmaXB16s4t1 = 23;
+constexpr int kExpertsMmaLast = kExpertsMmaXB16s4t1;
 
 // DEEPINFER_EXPERTS_KERNEL=x1: per projection and slot count the variant that measured fastest on
 // the H200 (session 10 checkpoint 2, bench_ops --mma-batch 1,8,16,32, µs with a clean L2, against
@@ -62,6 +97,22 @@ constexpr int kExpertsMmaLast = kExpertsMmaX64;
 // (--batch-invariant prefill, batch 32 on) session 6's kernel for both projections, as auto
 // (batch 32 gate_up 619.6 vs 629.4 for 7). All the same bits.
 int experts_mma_pick_x(int64_t slots, int64_t K);
+
+// Session 12: variant `xb` (9..23) for both projections up to 128 slots, session 6's kernel above
+// (as experts_mma_pick_x).
+int experts_mma_pick_xb(int64_t slots, int xb);
+
+// Session 12 picks (DEEPINFER_EXPERTS_KERNEL; every variant gives the same bits), per slot count
+// and projection (K > 2048: gate_up-like):
+//  mode 0 ("auto"): variant 6 up to 8 slots (batch 1), 15 from 9 to 128 (bench_model checkpoint
+//    1, H200 ms/step batch 1 / 8 / 16: 15 everywhere 1.06 / 2.31 / 3.72 vs experts_mma_pick_x
+//    1.05 / 2.41 / 3.86), session 6's above 128;
+//  modes 1 / 2 / 3 ("x1" / "x2" / "x3"): as auto with variant 22 / 21 / 19 up to 8 slots (batch-1
+//    candidates: 16-row items with deeper rings or 16 warps per SM).
+//  (checkpoint 2, ms/step b1 / b8 / b16: auto 1.05 / 2.29 / 3.55, pick_x 1.05 / 2.42 / 3.77; 20
+//  from 9 slots 2.66 / 4.31; 18 at batch 1 1.07; 17 for gate_up from 9 slots 2.30 / 3.67.)
+// "x4" = experts_mma_pick_x (the session-10 auto).
+int experts_mma_pick_s12(int64_t slots, int64_t K, int mode);
 
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
 // better balance when experts have many tokens); the bits do not depend on the tiling.
@@ -82,9 +133,13 @@ void experts_mma_memonly(int memonly, const int32_t* perm, const int32_t* row_of
 // device pointers to e2m1 [N, K/2 bytes] / ue8m0 [N, K/32]; workspace: experts_mma_workspace_bytes
 // (x_rows, K) bytes, 16-byte aligned; out [slots, N]. Two launches on stream s (x split, product;
 // variants 2 and 3 launch the product as a programmatic dependent of the split).
+// zero_bad_ids (session 12): non-null = the ids [slots] moe_group grouped; the rows of slots with
+// a bad id (< 0 or ≥ num_experts) are then written as +0 (by the x split: no zero-filled out
+// buffer needed), every other row as without it.
 void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                  const int32_t* row_off, const int32_t* act_off, int64_t slots, int64_t num_experts,
                  const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
-                 void* workspace, float* out, cudaStream_t s, int variant = 0, int64_t tile_rows = 0);
+                 void* workspace, float* out, cudaStream_t s, int variant = 0,
+                 int64_t tile_rows = 0, const int32_t* zero_bad_ids = nullptr);
 
 }  // namespace deepinfer::cuda::kernels

@@ -76,6 +76,7 @@ struct ExpandArgs {  // kernels.h HcExpandIn
   const float* post;
   const float* comb;
   float* x_new;
+  const float* y2;  // null, or the expand is of y + y2
 };
 
 // 16 bytes global → shared, asynchronously; valid = false writes zeros (reads nothing).
@@ -143,8 +144,10 @@ __device__ __forceinline__ void stage_x(float* xs, const float* x, const ExpandA
         float v = 0.f;
         if (row_ok && c < d.K) {
           const int64_t k = c / d.H, cc = c % d.H;
-          v = hc_expand_elem(ex.post[s * d.hc + k], ex.y[s * d.H + cc],
-                             ex.comb + s * d.hc * d.hc, ex.x_prev + s * d.K, k, cc, d.hc, d.H);
+          const float yc = ex.y2 != nullptr ? __fadd_rn(ex.y[s * d.H + cc], ex.y2[s * d.H + cc])
+                                            : ex.y[s * d.H + cc];  // add's arithmetic
+          v = hc_expand_elem(ex.post[s * d.hc + k], yc, ex.comb + s * d.hc * d.hc,
+                             ex.x_prev + s * d.K, k, cc, d.hc, d.H);
           ex.x_new[s * d.K + c] = v;
         }
         dst[e] = v;
@@ -319,6 +322,33 @@ __device__ __forceinline__ void sinkhorn(float (&c)[kHc][kHc], int64_t iters, fl
   }
 }
 
+// post [hc] and comb [hc, hc] of row s from its reduced outputs tot [N + 1] (inv = the norm of
+// the row's streams; cb = base, csc1 / csc2 = scale[1] / scale[2]). One thread.
+template <int kHc>
+__device__ __forceinline__ void site_post_comb(const float* tot, float inv,
+                                               const float (&cb)[kMaxN], float csc1, float csc2,
+                                               int64_t iters, float hc_eps, int64_t s, float* post,
+                                               float* comb) {
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) {
+    const float z = __fmaf_rn(__fmul_rn(tot[kHc + j], inv), csc1, cb[kHc + j]);
+    post[s * kHc + j] = 2.f * sigmoidf_(z);
+  }
+  float cm[kHc][kHc];
+#pragma unroll
+  for (int j = 0; j < kHc; ++j)
+#pragma unroll
+    for (int k = 0; k < kHc; ++k) {
+      const int n = 2 * kHc + j * kHc + k;
+      cm[j][k] = __fmaf_rn(__fmul_rn(tot[n], inv), csc2, cb[n]);
+    }
+  sinkhorn<kHc>(cm, iters, hc_eps);
+#pragma unroll
+  for (int j = 0; j < kHc; ++j)
+#pragma unroll
+    for (int k = 0; k < kHc; ++k) comb[s * kHc * kHc + j * kHc + k] = cm[j][k];
+}
+
 template <int kHc, int kCps>
 __global__ void __launch_bounds__(kFinishThreads)
     hc_site_finish_kernel(const float* __restrict__ x, const float* __restrict__ part,
@@ -430,25 +460,212 @@ __global__ void __launch_bounds__(kFinishThreads)
     return;
   }
   if (t != 0 || head) return;
-  // post [hc] and comb [hc, hc] of row s.
+  site_post_comb<kHc>(tot, inv, cb, csc1, csc2, iters, hc_eps, s, post, comb);
+}
+
+// ---- kernel 2 with the RMSNorm of the collapsed row (hc_site with an HcSiteNorm) ----
+// One output's tot over the row's partials, as the finish kernel reduces it: lane l sums the
+// groups l, l+32, … (each group's chunks in order), then the xor butterfly. A value's bits do not
+// depend on which warp reduces it.
+template <int kCps>
+__device__ __forceinline__ float site_tot(const float* __restrict__ part, const Site& d, int64_t s,
+                                          int n, int lane) {
+  const int64_t stride = d.N + 1;
+  const int C = d.chunks, G = (C + kGroup - 1) / kGroup;
+  constexpr int kLoads = kCps == 1 ? kGroup : 1;
+  float v = 0.f;
+  for (int g0 = 0; g0 < G; g0 += 32) {
+    const int g = g0 + lane;
+    float p[kLoads];
 #pragma unroll
-  for (int j = 0; j < kHc; ++j) {
-    const float z = __fmaf_rn(__fmul_rn(tot[kHc + j], inv), csc1, cb[kHc + j]);
-    post[s * kHc + j] = 2.f * sigmoidf_(z);
-  }
-  float cm[kHc][kHc];
-#pragma unroll
-  for (int j = 0; j < kHc; ++j)
-#pragma unroll
-    for (int k = 0; k < kHc; ++k) {
-      const int n = 2 * kHc + j * kHc + k;
-      cm[j][k] = __fmaf_rn(__fmul_rn(tot[n], inv), csc2, cb[n]);
+    for (int e = 0; e < kLoads; ++e) {
+      const int64_t idx = static_cast<int64_t>(g) * kLoads + e;  // chunk or group
+      const bool ok = kCps == 1 ? idx < C : idx < G;
+      p[e] = ok ? __ldcg(part + (idx * d.S + s) * stride + n) : 0.f;
     }
-  sinkhorn<kHc>(cm, iters, hc_eps);
+    float q = p[0];
 #pragma unroll
-  for (int j = 0; j < kHc; ++j)
+    for (int e = 1; e < kLoads; ++e)
+      if (g * kLoads + e < C) q = __fadd_rn(q, p[e]);
+    if (g < G) v = g0 == 0 ? q : __fadd_rn(v, q);
+  }
 #pragma unroll
-    for (int k = 0; k < kHc; ++k) comb[s * kHc * kHc + j * kHc + k] = cm[j][k];
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// kVec consecutive floats (one 16-byte load when kVec == 4).
+template <int kVec>
+__device__ __forceinline__ void load_unit(const float* p, float (&v)[kVec]) {
+  if constexpr (kVec == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x;
+    v[1] = q.y;
+    v[2] = q.z;
+    v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = p[e];
+  }
+}
+template <int kVec>
+__device__ __forceinline__ void store_unit(float* p, const float (&v)[kVec]) {
+  if constexpr (kVec == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) p[e] = v[e];
+  }
+}
+
+// The collapse of kVec columns (the finish kernel's fma chain) and their squares added to ss in
+// column order, written as rms_norm_kernel writes them (elementwise.cu), so the compiler forms
+// the same instructions.
+template <int kHc, int kVec>
+__device__ __forceinline__ float collapse_unit(const float (&pre)[kHc],
+                                               const float (&xv)[kHc][kVec], float (&o)[kVec],
+                                               float ss) {
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    float c = __fmul_rn(pre[0], xv[0][e]);
+#pragma unroll
+    for (int j = 1; j < kHc; ++j) c = __fmaf_rn(pre[j], xv[j][e], c);
+    o[e] = c;
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) ss += o[e] * o[e];
+  return ss;
+}
+
+// Grid (S, head ? 1 : 2), kThreads threads. CTA (s, 0): warps 0…hc−1 reduce the outputs n < hc,
+// warp hc the Σx² output N (site_tot); pre as the finish kernel computes it; then the row's
+// collapse over all H columns in units of kVec columns, thread t taking units t, t + kThreads, …
+// — the mapping of rms_norm_kernel<kThreads, kVec> — written to `out`, its squares summed in that
+// order, block_sum, and the normalised (· weight) row written to `normed`: both bitwise the
+// finish kernel's and rms_norm's outputs. The first kKeep units of a thread stay in registers
+// (the norm weight of them is loaded before the wait). CTA (s, 1): post and comb (warp w reduces
+// the outputs w, w + kThreads/32, …). PDL as the finish kernel: weights before the wait.
+template <int kHc, int kThreads, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    hc_site_finish_norm_kernel(const float* __restrict__ x, const float* __restrict__ part,
+                               const float* __restrict__ base, const float* __restrict__ scale,
+                               Site d, int64_t iters, float hc_eps, float norm_eps, bool prefetch_x,
+                               const float* __restrict__ nw, float out_eps,
+                               float* __restrict__ post, float* __restrict__ comb, float* out,
+                               float* normed) {  // normed may be out
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kKeep = kVec == 4 ? (kThreads >= 1024 ? 1 : 2) : 8;
+  static_assert(kWarps > kMaxHc, "a warp per output the collapse needs");
+  __shared__ float tot[32];
+  __shared__ float pre_s[kHc];
+  __shared__ float red[kWarps];
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int64_t s = blockIdx.x, H = d.H;
+  const int N = d.N;
+  if (blockIdx.y == 1) {  // post and comb of row s
+    float cb[kMaxN];
+    float csc1 = 0.f, csc2 = 0.f;
+    if (t == 0) {
+#pragma unroll
+      for (int n = 0; n < kMaxN; ++n) cb[n] = n < N ? __ldg(base + n) : 0.f;
+      csc1 = __ldg(scale + 1);
+      csc2 = __ldg(scale + 2);
+    }
+    pdl::wait();
+    pdl::launch_dependents();
+    for (int n = warp; n <= N; n += kWarps) {
+      const float v = site_tot<1>(part, d, s, n, lane);
+      if (lane == 0) tot[n] = v;
+    }
+    __syncthreads();
+    if (t != 0) return;
+    const float inv = rsqrtf(tot[N] / static_cast<float>(d.K) + norm_eps);
+    site_post_comb<kHc>(tot, inv, cb, csc1, csc2, iters, hc_eps, s, post, comb);
+    return;
+  }
+
+  const float* X = x + s * d.K;
+  const int64_t units = H / kVec;
+  // Before the wait: weights, and an L2 prefetch hint for the row's streams.
+  const float w_scale = __ldg(scale);
+  const float w_base = t < kHc ? __ldg(base + t) : 0.f;
+  float wv[kKeep][kVec];
+#pragma unroll
+  for (int k = 0; k < kKeep; ++k) {
+    const int64_t u = t + static_cast<int64_t>(k) * kThreads;
+    if (nw != nullptr && u < units) load_unit<kVec>(nw + u * kVec, wv[k]);
+  }
+  if (prefetch_x) pdl::prefetch_l2_range(X, d.K * static_cast<int64_t>(sizeof(float)), t, kThreads);
+  pdl::wait();
+  pdl::launch_dependents();
+
+  float xv[kKeep][kHc][kVec];  // this thread's first units of X, loading while the partials reduce
+#pragma unroll
+  for (int k = 0; k < kKeep; ++k) {
+    const int64_t u = t + static_cast<int64_t>(k) * kThreads;
+    if (u < units) {
+#pragma unroll
+      for (int j = 0; j < kHc; ++j) load_unit<kVec>(X + j * H + u * kVec, xv[k][j]);
+    }
+  }
+  if (warp <= kHc) {
+    const int n = warp < kHc ? warp : N;
+    const float v = site_tot<1>(part, d, s, n, lane);
+    if (lane == 0) tot[n] = v;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(tot[N] / static_cast<float>(d.K) + norm_eps);
+  if (t < kHc) pre_s[t] = sigmoidf_(__fmaf_rn(__fmul_rn(tot[t], inv), w_scale, w_base)) + hc_eps;
+  __syncthreads();
+  float pre[kHc];
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) pre[j] = pre_s[j];
+
+  float* O = out + s * H;
+  float* Y = normed + s * H;
+  float ss = 0.f;
+  float keep[kKeep][kVec];
+#pragma unroll
+  for (int k = 0; k < kKeep; ++k) {
+    const int64_t u = t + static_cast<int64_t>(k) * kThreads;
+    if (u < units) {
+      ss = collapse_unit<kHc, kVec>(pre, xv[k], keep[k], ss);
+      store_unit<kVec>(O + u * kVec, keep[k]);
+    }
+  }
+  for (int64_t u = t + static_cast<int64_t>(kKeep) * kThreads; u < units; u += kThreads) {
+    float xl[kHc][kVec], o[kVec];
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) load_unit<kVec>(X + j * H + u * kVec, xl[j]);
+    ss = collapse_unit<kHc, kVec>(pre, xl, o, ss);
+    store_unit<kVec>(O + u * kVec, o);
+  }
+  ss = block_sum<kThreads>(ss, red);
+  const float rinv = rsqrtf(ss / static_cast<float>(H) + out_eps);  // as rms_norm_kernel
+#pragma unroll
+  for (int k = 0; k < kKeep; ++k) {
+    const int64_t u = t + static_cast<int64_t>(k) * kThreads;
+    if (u < units) {
+      float o[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        o[e] = __fmul_rn(keep[k][e], rinv);
+        if (nw != nullptr) o[e] = __fmul_rn(o[e], wv[k][e]);
+      }
+      store_unit<kVec>(Y + u * kVec, o);
+    }
+  }
+  for (int64_t u = t + static_cast<int64_t>(kKeep) * kThreads; u < units; u += kThreads) {
+    float o[kVec], g[kVec];
+    load_unit<kVec>(O + u * kVec, o);  // this thread's own store above
+    if (nw != nullptr) load_unit<kVec>(nw + u * kVec, g);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      o[e] = __fmul_rn(o[e], rinv);
+      if (nw != nullptr) o[e] = __fmul_rn(o[e], g[e]);
+    }
+    store_unit<kVec>(Y + u * kVec, o);
+  }
 }
 
 template <bool kExpand>
@@ -490,6 +707,30 @@ void launch_finish(int cps, const float* x, const float* part, const float* base
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// Threads of the fused finish + norm kernel: those of rms_norm's kernel for rows of H
+// (elementwise.cu rms_norm makes the same choice from H and the pointers); 0 when the norm is not
+// fused (kTile4 partials, or float4 rows whose streams x are not 16-byte aligned).
+int finish_norm_threads(const float* x, const float* collapsed, int64_t H, const HcSiteNorm& nm,
+                        HcSiteMode mode) {
+  if (mode == HcSiteMode::kTile4) return 0;
+  if (rms_norm_scalar_rows(collapsed, nm.weight, nm.out, H)) return 256;
+  if (!aligned16(x)) return 0;
+  return H >= 8192 ? 1024 : 512;
+}
+
+template <int kHc>
+void launch_finish_norm(int threads, const float* x, const float* part, const float* base,
+                        const float* scale, const Site& d, int64_t iters, float hc_eps,
+                        float norm_eps, bool head, bool prefetch_x, const HcSiteNorm& nm,
+                        float* post, float* comb, float* out, cudaStream_t s, bool pdl) {
+  const dim3 grid(static_cast<unsigned>(d.S), head ? 1u : 2u);
+  auto* k = threads == 1024  ? hc_site_finish_norm_kernel<kHc, 1024, 4>
+            : threads == 512 ? hc_site_finish_norm_kernel<kHc, 512, 4>
+                             : hc_site_finish_norm_kernel<kHc, 256, 1>;
+  pdl::launch(k, grid, dim3(static_cast<unsigned>(threads)), 0, s, pdl, x, part, base, scale, d,
+              iters, hc_eps, norm_eps, prefetch_x, nm.weight, nm.eps, post, comb, out, nm.out);
+}
+
 }  // namespace
 
 bool hc_site_supported(int64_t hc, bool head) {
@@ -514,7 +755,7 @@ int64_t hc_site_scratch_floats(int64_t S, int64_t hc, int64_t H, bool head, HcSi
 void hc_site(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
              int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
              float* part, float* post, float* comb, float* out, cudaStream_t s,
-             const HcExpandIn* expand, bool pdl, HcSiteMode mode) {
+             const HcExpandIn* expand, bool pdl, HcSiteMode mode, const HcSiteNorm* norm) {
   if (S <= 0 || H <= 0 || !hc_site_supported(hc, head)) return;
   mode = hc_site_mode(S, mode);
   const int64_t K = hc * H;
@@ -528,7 +769,8 @@ void hc_site(const float* x, const float* fn, const float* base, const float* sc
   d.vec = K % 4 == 0 && aligned16(fn) && (expand != nullptr || aligned16(x));
   ExpandArgs ex{};
   if (expand) {
-    ex = ExpandArgs{expand->x_prev, expand->y, expand->post, expand->comb, expand->x_new};
+    ex = ExpandArgs{expand->x_prev, expand->y,     expand->post,
+                    expand->comb,   expand->x_new, expand->y2};
     launch_partial<true>(mode, nullptr, fn, d, part, ex, s, pdl);
     x = expand->x_new;  // kernel 2 collapses the new streams (written by kernel 1)
   } else {
@@ -536,6 +778,30 @@ void hc_site(const float* x, const float* fn, const float* base, const float* sc
   }
   const int cps = mode == HcSiteMode::kTile4 ? kGroup : 1;
   const bool prefetch_x = expand == nullptr;  // x_new is being written by kernel 1
+  if (norm != nullptr) {
+    const int threads = finish_norm_threads(x, out, H, *norm, mode);
+    if (threads > 0) {
+      switch (hc) {
+        case 1:
+          launch_finish_norm<1>(threads, x, part, base, scale, d, iters, hc_eps, norm_eps, head,
+                                prefetch_x, *norm, post, comb, out, s, pdl);
+          break;
+        case 2:
+          launch_finish_norm<2>(threads, x, part, base, scale, d, iters, hc_eps, norm_eps, head,
+                                prefetch_x, *norm, post, comb, out, s, pdl);
+          break;
+        case 3:
+          launch_finish_norm<3>(threads, x, part, base, scale, d, iters, hc_eps, norm_eps, head,
+                                prefetch_x, *norm, post, comb, out, s, pdl);
+          break;
+        default:
+          launch_finish_norm<4>(threads, x, part, base, scale, d, iters, hc_eps, norm_eps, head,
+                                prefetch_x, *norm, post, comb, out, s, pdl);
+          break;
+      }
+      return;
+    }
+  }
   switch (hc) {
     case 1:
       launch_finish<1>(cps, x, part, base, scale, d, iters, hc_eps, norm_eps, head, prefetch_x,
@@ -554,6 +820,7 @@ void hc_site(const float* x, const float* fn, const float* base, const float* sc
                        post, comb, out, s, pdl);
       break;
   }
+  if (norm != nullptr) rms_norm(out, norm->weight, S, H, norm->eps, norm->out, s);  // unfused
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -117,14 +117,16 @@ __global__ void hc_collapse_kernel(const float* x, const float* pre, int64_t S, 
   out[t] = o;
 }
 
+// y2 non-null: the expand of y + y2 (add_kernel's one fp32 add, then the same element).
 __global__ void hc_expand_kernel(const float* x, const float* y, const float* post,
-                                 const float* comb, int64_t S, int64_t hc, int64_t H, float* out) {
+                                 const float* comb, int64_t S, int64_t hc, int64_t H, float* out,
+                                 const float* y2) {
   pdl::enter();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= S * hc * H) return;
   const int64_t s = t / (hc * H), k = (t / H) % hc, c = t % H;
-  out[t] = hc_expand_elem(post[s * hc + k], y[s * H + c], comb + s * hc * hc, x + s * hc * H, k,
-                          c, hc, H);
+  const float yc = y2 != nullptr ? __fadd_rn(y[s * H + c], y2[s * H + c]) : y[s * H + c];
+  out[t] = hc_expand_elem(post[s * hc + k], yc, comb + s * hc * hc, x + s * hc * H, k, c, hc, H);
 }
 
 // ---- session-6 fused site for decode-sized S (hc_pre_s6) ----
@@ -290,10 +292,10 @@ void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_
 }
 
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
-               int64_t hc, int64_t H, float* out, cudaStream_t s) {
+               int64_t hc, int64_t H, float* out, cudaStream_t s, const float* y2) {
   if (S * hc * H > 0)
     pdl::launch(hc_expand_kernel, grid_for(S * hc * H, 256), 256, 0, s, pdl::small_kernels(), x, y,
-                post, comb, S, hc, H, out);
+                post, comb, S, hc, H, out, y2);
 }
 
 bool hc_pre_s6_supported(int64_t hc, bool head) {

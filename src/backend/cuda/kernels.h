@@ -33,6 +33,9 @@ const char* error_code_name(int32_t code);
 // y[M,N] = x · rsqrt(mean(x²) + eps) (· w[N] if non-null). In place allowed.
 void rms_norm(const float* x, const float* w, int64_t M, int64_t N, float eps, float* y,
               cudaStream_t s);
+// Whether rms_norm takes its scalar kernel (256 threads, a float a thread) for these rows: N not
+// a multiple of 4, N < 2048, or a pointer not 16-byte aligned.
+bool rms_norm_scalar_rows(const float* x, const float* w, const float* y, int64_t N);
 // Rotary width limit of the rope kernel (cos/sin of one token's frequencies in shared memory).
 constexpr int64_t kRopeMaxHalf = 512;
 // In place on x[S, nh, D]; half = r/2 pairs. interleaved_trailing: DeepSeek layout, else
@@ -46,6 +49,14 @@ bool rms_norm_rope_supported(int64_t D);
 void rms_norm_rope(const float* x, const float* w, const int32_t* positions, const float* inv_freq,
                    int64_t S, int64_t nh, int64_t D, int64_t half, float eps,
                    bool interleaved_trailing, float mscale, float* y, cudaStream_t s);
+// Session 12: ya [Ma, Na] = rms_norm(a; wa) and yb [S, nh, D] = rms_norm_rope(b; wb, …) in one
+// launch (backend.h rms_norm_and_rope), each bitwise its own kernel's result; for a's rows where
+// rms_norm_scalar_rows and D where rms_norm_rope_supported. One eps for both.
+void rms_norm_and_rope(const float* a, const float* wa, int64_t Ma, int64_t Na, float* ya,
+                       const float* b, const float* wb, const int32_t* positions,
+                       const float* inv_freq, int64_t S, int64_t nh, int64_t D, int64_t half,
+                       float eps, bool interleaved_trailing, float mscale, float* yb,
+                       cudaStream_t s);
 // out[M, I] = silu(min(g, lim)) · clamp(u, -lim, lim), gate_up[M, 2I]; lim <= 0: no clamp.
 void swiglu(const float* gate_up, int64_t M, int64_t I, float limit, float* out, cudaStream_t s);
 // out[n, d] = Σ_l softmax_l(scores[:, l, c]) · values[:, l, c].
@@ -57,8 +68,9 @@ void hc_coeffs(const float* mix, const float* base, const float* scale, int64_t 
                cudaStream_t s);
 void hc_collapse(const float* x, const float* pre, int64_t S, int64_t hc, int64_t H, float* out,
                  cudaStream_t s);
+// y2 [S, H] (session 12, may be null): the expand of y + y2 (add's arithmetic, one fp32 add).
 void hc_expand(const float* x, const float* y, const float* post, const float* comb, int64_t S,
-               int64_t hc, int64_t H, float* out, cudaStream_t s);
+               int64_t hc, int64_t H, float* out, cudaStream_t s, const float* y2 = nullptr);
 // With `expand` (hc_expand_pre), the fused sites first compute the previous site's expand
 // x_new = post ⊗ y + Cᵀ·x_prev (hc_expand's arithmetic, written to x_new) and run on x_new
 // (`x` is ignored).
@@ -68,6 +80,7 @@ struct HcExpandIn {
   const float* post;    // [S, hc]
   const float* comb;    // [S, hc, hc]
   float* x_new;         // [S, hc, H], must not alias x_prev
+  const float* y2 = nullptr;  // [S, H] or null: y + y2 is expanded (hc_site only, not hc_pre_s6)
 };
 // Session 6's fused site (hyper_connection.cu; S <= 64 by design, kept for the bench and
 // DEEPINFER_CUDA_HC=fused_s6): partial products of X [S, hc·H] with fn [N, hc·H]
@@ -96,10 +109,20 @@ int64_t hc_site_scratch_floats(int64_t S, int64_t hc, int64_t H, bool head, HcSi
 // pdl: both kernels launched with programmatic dependent launch (they wait for the previous
 // kernel before touching anything but fn/base/scale; the finish kernel starts while the partial
 // kernel runs).
+// norm (session 12, backend.h hc_pre_norm): also out [S, H] = rms_norm(collapsed, weight [H] or
+// null, eps), bitwise rms_norm's result. In the finish kernel (one CTA per row collapses and
+// normalises it with rms_norm's thread mapping) except for kTile4 partials or float4-sized rows
+// with misaligned streams: then the finish kernel and rms_norm as two launches.
+struct HcSiteNorm {
+  const float* weight;  // [H] or null
+  float eps;
+  float* out;  // [S, H]
+};
 void hc_site(const float* x, const float* fn, const float* base, const float* scale, int64_t S,
              int64_t hc, int64_t H, int64_t iters, float hc_eps, float norm_eps, bool head,
              float* part, float* post, float* comb, float* out, cudaStream_t s,
-             const HcExpandIn* expand, bool pdl, HcSiteMode mode = HcSiteMode::kAuto);
+             const HcExpandIn* expand, bool pdl, HcSiteMode mode = HcSiteMode::kAuto,
+             const HcSiteNorm* norm = nullptr);
 // out[S, T] indexer scores (see backend.h indexer_scores).
 // key_start [S] may be null (every row reads keys from row 0); Tk = rows of keys.
 void indexer_scores(const float* q, const float* weights, const float* keys,
@@ -114,10 +137,12 @@ void place_ids(const int32_t* src, int64_t S, int64_t k, const int32_t* layout, 
 uint64_t topk_workspace_bytes(int64_t S, int64_t T);
 void topk(const float* scores, int64_t S, int64_t T, int64_t k, int32_t* ids, void* workspace,
           cudaStream_t s);
-// Router (see backend.h moe_route). scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax.
+// Router (see backend.h moe_route). scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax. serial: the
+// weights by lane 0's loops (k > 32 always; a test reference), else by lane (same bits).
 void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
                int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
-               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s);
+               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s,
+               bool serial = false);
 // Attention over explicit key lists with optional sinks (see backend.h attention and the
 // canonical chunk arithmetic in attention.cu). `parts`: scratch of attention_parts_floats(...)
 // floats when that is > 0 (the split path), else null. max_keys bounds every key list.

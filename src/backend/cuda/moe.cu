@@ -19,7 +19,10 @@ __device__ __forceinline__ float score_of(float l, int scoring) {
 // k rounds, each a warp argmax over the candidates strictly after the previous pick in
 // (score + bias descending, expert id ascending) order — the CPU's partial-sort order. Softmax
 // statistics are per-lane sums in expert order, then a fixed xor tree. The weights sum the k
-// picks in pick order (lane 0), as the CPU does.
+// picks in pick order, as the CPU does. Session 12: for k <= 32 lane j keeps pick j's score in a
+// register and writes its own weight (hash layers: lane j also reads pick j's id and logit), the
+// sum still formed in pick order — the same arithmetic as the serial lane-0 loops (serial = true,
+// and k > 32), without their chain of dependent global loads.
 constexpr int kRoutePerMax = 32;
 
 __device__ __forceinline__ void better(float& v, int32_t& e, float ov, int32_t oe) {
@@ -30,7 +33,7 @@ template <int kRoutePer>
 __global__ void moe_route_kernel(const float* logits, const float* bias, const int32_t* hash_ids,
                                  int64_t S, int64_t E, int64_t k, int scoring, float scaling,
                                  bool renormalize, int32_t* ids, float* weights,
-                                 int32_t* error_flag) {
+                                 int32_t* error_flag, bool serial) {
   pdl::enter();
   const int lane = threadIdx.x % 32;
   const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
@@ -55,6 +58,24 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, const i
   auto sc = [&](float x) { return scoring == 2 ? expf(x - mx) / den : score_of(x, scoring); };
   int32_t* out = ids + s * k;
   float* wout = weights + s * k;
+  const bool by_lane = !serial && k <= 32;
+  if (hash_ids && by_lane) {
+    int32_t e = 0;
+    float v = 0.f;
+    if (lane < k) {
+      e = hash_ids[s * k + lane];
+      if (e < 0 || e >= E) {
+        set_error(error_flag, kErrHashExpertId);
+        e = 0;
+      }
+      out[lane] = e;
+      v = sc(l[e]);
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < k; ++j) sum += __shfl_sync(0xffffffffu, v, static_cast<int>(j));
+    if (lane < k) wout[lane] = (renormalize ? v / (sum + 1e-20f) : v) * scaling;
+    return;
+  }
   if (hash_ids) {
     if (lane == 0) {
       float sum = 0.f;
@@ -81,7 +102,7 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, const i
     sv[i] = e < E ? sc(lv[i]) : 0.f;
     key[i] = e < E ? sv[i] + (bias ? bias[e] : 0.f) : -INFINITY;
   }
-  float prev_v = INFINITY, sum = 0.f;
+  float prev_v = INFINITY, sum = 0.f, mine = 0.f;  // mine: lane j's pick score (by_lane)
   int32_t prev_e = -1;
   for (int64_t j = 0; j < k; ++j) {
     float bv = -INFINITY;
@@ -106,11 +127,16 @@ __global__ void moe_route_kernel(const float* logits, const float* bias, const i
     ps = __shfl_sync(0xffffffffu, ps, be >= 0 ? be % 32 : 0);
     if (lane == 0) {
       out[j] = be;
-      wout[j] = ps;  // normalised below
+      if (!by_lane) wout[j] = ps;  // normalised below
     }
+    if (lane == j) mine = ps;
     sum += ps;
     prev_v = bv;
     prev_e = be;
+  }
+  if (by_lane) {
+    if (lane < k) wout[lane] = (renormalize ? mine / (sum + 1e-20f) : mine) * scaling;
+    return;
   }
   if (lane == 0)
     for (int64_t j = 0; j < k; ++j) {
@@ -193,15 +219,16 @@ __global__ void softmax_pool_kernel(const float* values, const float* scores, in
 
 void moe_route(const float* logits, const float* bias, const int32_t* hash_ids, int64_t S,
                int64_t E, int64_t k, int scoring, float routed_scaling, bool renormalize,
-               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s) {
+               int32_t* ids, float* weights, int32_t* error_flag, cudaStream_t s, bool serial) {
   if (S <= 0) return;
   if (E <= 32 * 8)
     pdl::launch(moe_route_kernel<8>, grid_for(S, 4), 128, 0, s, pdl::small_kernels(), logits, bias,
-                hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights, error_flag);
+                hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights, error_flag,
+                serial);
   else
     pdl::launch(moe_route_kernel<kRoutePerMax>, grid_for(S, 4), 128, 0, s, pdl::small_kernels(),
                 logits, bias, hash_ids, S, E, k, scoring, routed_scaling, renormalize, ids, weights,
-                error_flag);
+                error_flag, serial);
 }
 
 void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64_t rows_in,

@@ -215,16 +215,19 @@ __device__ __forceinline__ void take(float v, int t, float& bv, int& bi) {
   }
 }
 
-// The row is streamed with 16-byte loads, four in flight per thread, into four independent
-// (value, id) chains merged with the same comparator: the argmax (ties to the lowest id) does not
-// depend on the order the elements are visited in, so this is the scalar loop's result.
-__device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
+// Elements [t0, t1) of the row streamed with 16-byte loads (when x + t0 is 16-byte aligned), four
+// in flight per thread, into four independent (value, id) chains merged with the same comparator:
+// the argmax (ties to the lowest id) does not depend on the order the elements are visited in, so
+// this is the scalar loop's result. Returns the block's (value, id); id INT_MAX when [t0, t1) is
+// empty or holds only NaN.
+__device__ void greedy_range(const float* x, int64_t t0, int64_t t1, Shared& sh, float* out_v,
+                             int* out_i) {
   float bv[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
   int bi[4] = {INT_MAX, INT_MAX, INT_MAX, INT_MAX};
-  int64_t done = 0;
-  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    const int64_t n4 = V / 4;
+  int64_t done = t0;
+  if ((reinterpret_cast<uintptr_t>(x + t0) & 15) == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(x + t0);
+    const int64_t n4 = (t1 - t0) / 4;
     constexpr int kU = 4;
     int64_t j = threadIdx.x;
     for (; j + (kU - 1) * kThreads < n4; j += kU * kThreads) {
@@ -233,7 +236,7 @@ __device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
       for (int u = 0; u < kU; ++u) v[u] = __ldg(x4 + j + u * kThreads);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        const int t = static_cast<int>(4 * (j + u * kThreads));
+        const int t = static_cast<int>(t0 + 4 * (j + u * kThreads));
         take(v[u].x, t, bv[u], bi[u]);
         take(v[u].y, t + 1, bv[u], bi[u]);
         take(v[u].z, t + 2, bv[u], bi[u]);
@@ -242,15 +245,15 @@ __device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
     }
     for (; j < n4; j += kThreads) {
       const float4 v = __ldg(x4 + j);
-      const int t = static_cast<int>(4 * j);
+      const int t = static_cast<int>(t0 + 4 * j);
       take(v.x, t, bv[0], bi[0]);
       take(v.y, t + 1, bv[0], bi[0]);
       take(v.z, t + 2, bv[0], bi[0]);
       take(v.w, t + 3, bv[0], bi[0]);
     }
-    done = 4 * n4;
+    done = t0 + 4 * n4;
   }
-  for (int64_t t = done + threadIdx.x; t < V; t += kThreads)
+  for (int64_t t = done + threadIdx.x; t < t1; t += kThreads)
     take(x[t], static_cast<int>(t), bv[0], bi[0]);
 #pragma unroll
   for (int u = 1; u < 4; ++u) take(bv[u], bi[u], bv[0], bi[0]);
@@ -258,6 +261,15 @@ __device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
   double best;
   int id;
   block_argmax(bi[0] == INT_MAX ? -INFINITY : static_cast<double>(bv[0]), bi[0], sh, &best, &id);
+  *out_v = static_cast<float>(best);
+  *out_i = id;
+}
+
+// Greedy: the argmax of the whole row; a NaN at id 0 wins as on the host, an all-NaN row is id 0.
+__device__ int greedy_token(const float* x, int64_t V, Shared& sh) {
+  float v;
+  int id;
+  greedy_range(x, 0, V, sh, &v, &id);
   if (isnan(x[0]) || id == INT_MAX) return 0;
   return id;
 }
@@ -454,14 +466,50 @@ __device__ int race(const float* x, int64_t V, const SampleRow& row, const Filte
   return id == INT_MAX ? 0 : id;
 }
 
-__global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logits, int64_t V,
-                                                               const SampleRow* rows, int32_t* ids) {
+// Session 12: the greedy rows' argmax in kGreedyParts slices of a row, one block each (one block
+// per row took ~14 µs for V = 129,280: ~16 rounds of dependent loads per thread); the slices are a
+// multiple of 4 elements, so a slice of a 16-byte aligned row starts aligned. Random rows: nothing.
+constexpr int kGreedyParts = 16;
+__global__ void __launch_bounds__(kThreads)
+    greedy_parts_kernel(const float* logits, int64_t V, const SampleRow* rows, float* part_v,
+                        int* part_i) {
+  pdl::enter();
+  __shared__ Shared sh;
+  const int64_t r = blockIdx.y;
+  const int p = static_cast<int>(blockIdx.x);
+  if (!(rows[r].temperature < kGreedyEpsilon)) return;  // the same for every thread of the block
+  const int64_t chunk = ((V + kGreedyParts - 1) / kGreedyParts + 3) / 4 * 4;
+  const int64_t t0 = min(V, p * chunk), t1 = min(V, t0 + chunk);
+  float v;
+  int id;
+  greedy_range(logits + r * V, t0, t1, sh, &v, &id);
+  if (threadIdx.x == 0) {
+    part_v[r * kGreedyParts + p] = v;
+    part_i[r * kGreedyParts + p] = id;
+  }
+}
+
+// parts (may be null): greedy_parts_kernel's slices of the greedy rows, merged here with take's
+// comparator (the argmax does not depend on how the row was cut: the same id as greedy_token).
+__global__ void __launch_bounds__(kThreads)
+    sample_rows_kernel(const float* logits, int64_t V, const SampleRow* rows, int32_t* ids,
+                       const float* part_v, const int* part_i) {
   pdl::enter();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x;
   const float* x = logits + r * V;
   const SampleRow row = rows[r];
   int token = 0;
+  if (row.temperature < kGreedyEpsilon && part_v != nullptr) {
+    if (threadIdx.x == 0) {
+      float bv = -INFINITY;
+      int bi = INT_MAX;
+      for (int p = 0; p < kGreedyParts; ++p)
+        take(part_v[r * kGreedyParts + p], part_i[r * kGreedyParts + p], bv, bi);
+      ids[r] = isnan(x[0]) || bi == INT_MAX ? 0 : bi;
+    }
+    return;
+  }
   if (row.temperature < kGreedyEpsilon) {
     token = greedy_token(x, V, sh);
   } else {
@@ -494,11 +542,24 @@ __global__ void __launch_bounds__(kThreads) sample_filter_mask_kernel(const floa
 
 }  // namespace
 
+size_t sample_rows_scratch_bytes(int64_t S) {
+  return static_cast<size_t>(S) * kGreedyParts * (sizeof(float) + sizeof(int));
+}
+
 void sample_rows(const float* logits, int64_t S, int64_t V, const SampleRow* rows, int32_t* ids,
-                 cudaStream_t s) {
+                 void* scratch, cudaStream_t s) {
   if (S <= 0) return;
+  float* part_v = nullptr;
+  int* part_i = nullptr;
+  if (scratch != nullptr && S <= 65535) {
+    part_v = static_cast<float*>(scratch);
+    part_i = reinterpret_cast<int*>(part_v + S * kGreedyParts);
+    pdl::launch(greedy_parts_kernel, dim3(kGreedyParts, static_cast<unsigned>(S)), kThreads, 0, s,
+                pdl::small_kernels(), logits, V, rows, part_v, part_i);
+  }
   pdl::launch(sample_rows_kernel, static_cast<unsigned>(S), kThreads, 0, s, pdl::small_kernels(),
-              logits, V, rows, ids);
+              logits, V, rows, ids, static_cast<const float*>(part_v),
+              static_cast<const int*>(part_i));
 }
 
 void sample_filter_mask(const float* logits, int64_t S, int64_t V, const SampleRow* rows,

@@ -19,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace deepinfer::cuda::kernels {
@@ -34,9 +35,12 @@ struct SampleRow {
   uint32_t output_position;
 };
 
-// ids[S] = one token per row of logits[S, V] with rows[S] (device memory).
+// ids[S] = one token per row of logits[S, V] with rows[S] (device memory). scratch (device memory
+// of sample_rows_scratch_bytes(S), or null): the greedy rows' argmax runs in 16 blocks per row
+// first (session 12; the same ids), else in the row's one block.
+size_t sample_rows_scratch_bytes(int64_t S);
 void sample_rows(const float* logits, int64_t S, int64_t V, const SampleRow* rows, int32_t* ids,
-                 cudaStream_t s);
+                 void* scratch, cudaStream_t s);
 
 // For tests: kept[S, V] (1 = token t survives temperature/min-p/top-k/top-p of row s, 0 = not;
 // greedy rows: only the argmax) — the filter sample_rows draws from.

@@ -45,8 +45,14 @@ Status attention_project(backend::Backend& be, const Dims& d, const AttentionWei
     }
   }
   DI_RETURN_IF_ERROR(be.linear_multi(x, x_w, x_out));
+  // q_res = rmsw(q_a; q_norm) and kv = rope(rmsw(kv_raw; kv_norm)): independent row norms, one
+  // call (a device backend runs them as one launch).
   DI_ASSIGN_OR_RETURN(p.q_res, be.empty(DType::kF32, {S, d.Rq}));  // also feeds the indexer
-  DI_RETURN_IF_ERROR(be.rms_norm(q_a, &w.q_norm, d.eps, p.q_res));
+  DI_ASSIGN_OR_RETURN(p.kv, be.empty(DType::kF32, {S, d.D}));      // key = value
+  Tensor kv3 = p.kv.view({S, 1, d.D});
+  DI_RETURN_IF_ERROR(be.rms_norm_and_rope(q_a, &w.q_norm, p.q_res, kv_raw.view({S, 1, d.D}),
+                                          &w.kv_norm, d.eps, positions, rope.inv_freq,
+                                          RopeStyle::kInterleavedTrailing, rope.mscale, kv3));
   DI_ASSIGN_OR_RETURN(p.q, be.empty(DType::kF32, {S, d.nH * d.D}));
   if (iproj.head_w.defined()) {  // CSA
     DI_ASSIGN_OR_RETURN(iproj.q_idx, be.empty(DType::kF32, {S, d.nI * d.cI}));
@@ -57,12 +63,8 @@ Status attention_project(backend::Backend& be, const Dims& d, const AttentionWei
     DI_RETURN_IF_ERROR(be.linear(p.q_res, w.wq_b, p.q));
   }
   Tensor q3 = p.q.view({S, d.nH, d.D});  // rms per head (unweighted), then rope: one op
-  DI_RETURN_IF_ERROR(be.rms_norm_rope(q3, nullptr, d.eps, positions, rope.inv_freq,
-                                      RopeStyle::kInterleavedTrailing, rope.mscale, q3));
-  DI_ASSIGN_OR_RETURN(p.kv, be.empty(DType::kF32, {S, d.D}));  // key = value
-  Tensor kv3 = p.kv.view({S, 1, d.D});  // rmsw(kv_raw; kv_norm), then rope: one op
-  return be.rms_norm_rope(kv_raw.view({S, 1, d.D}), &w.kv_norm, d.eps, positions, rope.inv_freq,
-                          RopeStyle::kInterleavedTrailing, rope.mscale, kv3);
+  return be.rms_norm_rope(q3, nullptr, d.eps, positions, rope.inv_freq,
+                          RopeStyle::kInterleavedTrailing, rope.mscale, q3);
 }
 
 Status attention_core(backend::Backend& be, const Dims& d, const AttentionWeights& w,

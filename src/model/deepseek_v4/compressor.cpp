@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/env.h"
 #include "model/placement.h"
 
 namespace deepinfer::model::v4 {
@@ -24,9 +25,15 @@ StatusOr<Tensor> pooled_entries(backend::Backend& be, const Dims& d, const Compr
   DI_EMPTY(pooled, be, DType::kF32, {n, dw});   // C_w
   DI_RETURN_IF_ERROR(be.softmax_pool(values, scores, pooled));
   DI_EMPTY(entries, be, DType::kF32, {n, dw});  // K_w = rope(rmsw(C_w), w·m)
-  DI_RETURN_IF_ERROR(be.rms_norm(pooled, &w.norm, d.eps, entries));
   DI_ASSIGN_OR_RETURN(Tensor positions, to_backend_i32(be, pos, {n}));
   Tensor e3 = entries.view({n, 1, dw});
+  if (env().decode_fusion) {  // one call (a device backend: one launch, the same bits)
+    DI_RETURN_IF_ERROR(be.rms_norm_rope(pooled.view({n, 1, dw}), &w.norm, d.eps, positions,
+                                        rope.inv_freq, backend::RopeStyle::kInterleavedTrailing,
+                                        rope.mscale, e3));
+    return entries;
+  }
+  DI_RETURN_IF_ERROR(be.rms_norm(pooled, &w.norm, d.eps, entries));
   DI_RETURN_IF_ERROR(be.rope(e3, positions, rope.inv_freq,
                              backend::RopeStyle::kInterleavedTrailing, rope.mscale, false));
   return entries;

@@ -20,6 +20,27 @@ Status hc_expand_map(backend::Backend& be, const Dims& d, const HcSiteWeights& w
                      const Tensor& y, const Tensor& post_prev, const Tensor& comb_prev,
                      Tensor& streams, Tensor& post, Tensor& comb, Tensor& collapsed);
 
+// The same three with the sublayer's RMSNorm of the collapsed row (one backend call each:
+// hc_pre_norm / hc_expand_pre_norm): xn [S, H] = rms_norm(collapsed; norm_w [H], d.eps).
+Status hc_map_norm(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
+                   const Tensor& streams, Tensor& post, Tensor& comb, Tensor& collapsed,
+                   const Tensor& norm_w, Tensor& xn);
+// y2 (may be null): the previous sublayer's output is y + y2 (the MoE's shared and routed parts).
+Status hc_expand_map_norm(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
+                          const Tensor& prev, const Tensor& y, const Tensor* y2,
+                          const Tensor& post_prev, const Tensor& comb_prev, Tensor& streams,
+                          Tensor& post, Tensor& comb, Tensor& collapsed, const Tensor& norm_w,
+                          Tensor& xn);
+// HyperHead then the final norm: h [S, H], hn [S, H] = rms_norm(h; norm_w, d.eps).
+Status hyper_head_norm(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
+                       const Tensor& streams, Tensor& h, const Tensor& norm_w, Tensor& hn);
+// The last layer's expand (of y + y2; y2 may be null) inside the HyperHead's site: streams (out)
+// = post_prev ⊗ (y + y2) + Cᵀ·prev, then as hyper_head_norm(streams).
+Status hyper_head_expand_norm(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
+                              const Tensor& prev, const Tensor& y, const Tensor* y2,
+                              const Tensor& post_prev, const Tensor& comb_prev, Tensor& streams,
+                              Tensor& h, const Tensor& norm_w, Tensor& hn);
+
 // HyperHead (§3.3): streams [S, hc, H] -> h [S, H].
 Status hyper_head(backend::Backend& be, const Dims& d, const HcSiteWeights& w,
                   const Tensor& streams, Tensor& h);

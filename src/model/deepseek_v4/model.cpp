@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/env.h"
 #include "common/logging.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
@@ -125,30 +126,54 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
     for (const SeqSlice& sq : step.seqs) decode = decode && sq.len == 1;
     if (decode) return forward_graphed(step);
   }
-  std::vector<int32_t> copy_of(S * d.hc);
+  // embed_streams' inputs: with decode fusion each token hc times (one embedding call), else the
+  // tokens and the copies that repeat each embedded row.
+  const bool fuse = env().decode_fusion;
+  std::vector<int32_t> copy_of(S * d.hc), stream_ids(S * d.hc);
   for (int64_t s = 0; s < S; ++s)
-    for (int64_t j = 0; j < d.hc; ++j) copy_of[s * d.hc + j] = static_cast<int32_t>(s);
-  DI_ASSIGN_OR_RETURN(Tensor ids, to_backend_i32(be, tokens, {S}));
+    for (int64_t j = 0; j < d.hc; ++j) {
+      copy_of[s * d.hc + j] = static_cast<int32_t>(s);
+      stream_ids[s * d.hc + j] = tokens[s];
+    }
+  DI_ASSIGN_OR_RETURN(Tensor ids, fuse ? to_backend_i32(be, stream_ids, {S * d.hc})
+                                       : to_backend_i32(be, tokens, {S}));
   DI_ASSIGN_OR_RETURN(step.positions, to_backend_i32(be, pos_host, {S}));
-  DI_ASSIGN_OR_RETURN(Tensor copies, to_backend_i32(be, copy_of, {S * d.hc}));
+  Tensor copies;
+  if (!fuse) {
+    DI_ASSIGN_OR_RETURN(copies, to_backend_i32(be, copy_of, {S * d.hc}));
+  }
 
   Tensor streams;
   DI_RETURN_IF_ERROR(embed_streams(ids, copies, streams));
-  for (int layer = 0; layer < d.L; ++layer)
-    DI_RETURN_IF_ERROR(decoder_layer(layer, streams, step));
+  LayerCarry prev;  // only the previous layer's pending MoE expand is kept
+  for (int layer = 0; layer < d.L; ++layer) {
+    LayerCarry c;
+    DI_RETURN_IF_ERROR(decoder_layer(layer, streams, step, &prev, c));
+    prev = LayerCarry();
+    prev.moe_expand = std::move(c.moe_expand);
+  }
   for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);
 
   DI_ASSIGN_OR_RETURN(Tensor picked, to_backend_i32(be, logit_rows, {rows}));
   Tensor logits;
-  DI_RETURN_IF_ERROR(head_logits(streams, picked, logits));
+  DI_RETURN_IF_ERROR(head_logits(streams, picked, &prev, logits));
   if (logits_on_device_) return logits;  // the engine samples on the device
   return to_host(be, logits);  // the sampler reads host logits
 }
 
-// streams [S, hc, H] = hc identical copies of Embed[ids] (copies [S·hc] = row s hc times).
+// streams [S, hc, H] = hc identical copies of Embed[ids]: ids [S] and copies [S·hc] = row s hc
+// times (embedding, then gather_rows of the copies), or, with copies undefined (decode fusion),
+// ids [S·hc] = each token hc times, embedded straight into the streams' rows (one call; the
+// same bits: both are copies of table rows).
 Status DeepseekV4Model::embed_streams(const Tensor& ids, const Tensor& copies, Tensor& streams) {
   backend::Backend& be = *be_;
   const Dims& d = dims_;
+  if (!copies.defined()) {
+    const int64_t S = ids.dim(0) / d.hc;
+    DI_ASSIGN_OR_RETURN(streams, be.empty(DType::kF32, {S, d.hc, d.H}));
+    Tensor stream_rows = streams.view({S * d.hc, d.H});
+    return be.embedding(w_->embed, ids, stream_rows);
+  }
   const int64_t S = ids.dim(0);
   DI_EMPTY(e, be, DType::kF32, {S, d.H});  // e = Embed[t]
   DI_RETURN_IF_ERROR(be.embedding(w_->embed, ids, e));
@@ -158,17 +183,33 @@ Status DeepseekV4Model::embed_streams(const Tensor& ids, const Tensor& copies, T
 }
 
 // HyperHead, final norm and lm_head on the rows `picked` [rows] of streams: logits [rows, V].
-Status DeepseekV4Model::head_logits(const Tensor& streams, const Tensor& picked, Tensor& logits) {
+// Both callers pick rows in order, so rows == S means every row (picked = 0 … S−1): with decode
+// fusion the head then reads the streams themselves instead of a gathered copy, and the last
+// layer's pending MoE expand (prev) runs inside the HyperHead's site (writing the streams too).
+Status DeepseekV4Model::head_logits(Tensor& streams, const Tensor& picked, LayerCarry* prev,
+                                    Tensor& logits) {
   backend::Backend& be = *be_;
   const Dims& d = dims_;
   const int64_t S = streams.dim(0), rows = picked.dim(0);
-  DI_EMPTY(tail, be, DType::kF32, {rows, d.hc, d.H});
-  Tensor tail_rows = tail.view({rows, d.hc * d.H});
-  DI_RETURN_IF_ERROR(be.gather_rows(streams.view({S, d.hc * d.H}), picked, tail_rows));
   DI_EMPTY(h, be, DType::kF32, {rows, d.H});
-  DI_RETURN_IF_ERROR(hyper_head(be, d, w_->hc_head, tail, h));
   DI_EMPTY(hn, be, DType::kF32, {rows, d.H});
-  DI_RETURN_IF_ERROR(be.rms_norm(h, &w_->norm, d.eps, hn));
+  LayerCarry::PendingExpand* pe =
+      prev != nullptr && prev->moe_expand.streams_a.defined() ? &prev->moe_expand : nullptr;
+  if (pe != nullptr && rows == S) {
+    DI_RETURN_IF_ERROR(hyper_head_expand_norm(be, d, w_->hc_head, pe->streams_a, pe->y,
+                                              pe->routed.defined() ? &pe->routed : nullptr,
+                                              pe->post, pe->comb, streams, h, w_->norm, hn));
+    *pe = LayerCarry::PendingExpand();
+  } else {
+    if (pe != nullptr) DI_RETURN_IF_ERROR(apply_moe_expand(*prev, streams));
+    Tensor tail = streams;
+    if (rows != S || !env().decode_fusion) {
+      DI_ASSIGN_OR_RETURN(tail, be.empty(DType::kF32, {rows, d.hc, d.H}));
+      Tensor tail_rows = tail.view({rows, d.hc * d.H});
+      DI_RETURN_IF_ERROR(be.gather_rows(streams.view({S, d.hc * d.H}), picked, tail_rows));
+    }
+    DI_RETURN_IF_ERROR(hyper_head_norm(be, d, w_->hc_head, tail, h, w_->norm, hn));
+  }
   DI_ASSIGN_OR_RETURN(logits, be.empty(DType::kF32, {rows, d.V}));
   return be.linear(hn, w_->head, logits);
 }
@@ -200,19 +241,36 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
     }
     auto set = std::make_unique<GraphSet>();
     set->S = S;
-    DI_ASSIGN_OR_RETURN(set->ids, be.empty(DType::kI32, {S}));
-    DI_ASSIGN_OR_RETURN(set->positions, be.empty(DType::kI32, {S}));
+    // With decode fusion ids holds each token hc times, there are no copies (embed_streams), and
+    // ids, positions and the hash layers' ids are views of one buffer (one upload per step).
+    const bool fuse = env().decode_fusion;
+    int64_t n_hash = 0;
+    for (int l = 0; l < d.L; ++l) n_hash += w_->layers[l].moe.hash ? S * d.k : 0;
+    if (fuse) {
+      DI_ASSIGN_OR_RETURN(set->inputs, be.empty(DType::kI32, {S * d.hc + S + n_hash}));
+      set->ids = set->inputs.rows(0, S * d.hc);
+      set->positions = set->inputs.rows(S * d.hc, S * d.hc + S);
+    } else {
+      DI_ASSIGN_OR_RETURN(set->ids, be.empty(DType::kI32, {S}));
+      DI_ASSIGN_OR_RETURN(set->positions, be.empty(DType::kI32, {S}));
+    }
     std::vector<int32_t> copy_of(S * d.hc), rows(S);
     for (int64_t s = 0; s < S; ++s) {
       rows[s] = static_cast<int32_t>(s);
       for (int64_t j = 0; j < d.hc; ++j) copy_of[s * d.hc + j] = static_cast<int32_t>(s);
     }
-    DI_ASSIGN_OR_RETURN(set->copies, to_backend_i32(be, copy_of, {S * d.hc}));
+    if (!env().decode_fusion) {
+      DI_ASSIGN_OR_RETURN(set->copies, to_backend_i32(be, copy_of, {S * d.hc}));
+    }
     DI_ASSIGN_OR_RETURN(set->picked, to_backend_i32(be, rows, {S}));
     DI_ASSIGN_OR_RETURN(set->o, be.alloc(DType::kF32, {S, local_.nH, local_.D}));
     set->hash_ids.resize(d.L);
+    int64_t at = S * d.hc + S;  // the hash ids' place in `inputs`
     for (int l = 0; l < d.L; ++l)
-      if (w_->layers[l].moe.hash) {
+      if (w_->layers[l].moe.hash && fuse) {
+        set->hash_ids[l] = set->inputs.rows(at, at + S * d.k).view({S, d.k});
+        at += S * d.k;
+      } else if (w_->layers[l].moe.hash) {
         DI_ASSIGN_OR_RETURN(set->hash_ids[l], be.empty(DType::kI32, {S, d.k}));
       }
     set->carry.resize(d.L);
@@ -222,15 +280,36 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
   }
   g->last_used = ++graph_clock_;
 
-  // This step's inputs into the set's fixed tensors.
-  DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.tokens.data(), DType::kI32, {S}), g->ids));
-  DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.positions_host.data(), DType::kI32, {S}), g->positions));
-  for (int l = 0; l < d.L; ++l)
-    if (g->hash_ids[l].defined()) {
-      std::vector<int32_t> h;
-      DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
-      DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(h.data(), DType::kI32, {S, d.k}), g->hash_ids[l]));
-    }
+  // This step's inputs into the set's fixed tensors: with decode fusion one upload of
+  // [each token hc times | positions | hash ids of each hash layer], else one upload each.
+  if (g->inputs.defined()) {
+    std::vector<int32_t> in;
+    in.reserve(g->inputs.numel());
+    for (int64_t i = 0; i < S * d.hc; ++i) in.push_back(step.tokens[i / d.hc]);
+    in.insert(in.end(), step.positions_host.begin(), step.positions_host.end());
+    for (int l = 0; l < d.L; ++l)
+      if (g->hash_ids[l].defined()) {
+        std::vector<int32_t> h;
+        DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
+        in.insert(in.end(), h.begin(), h.end());
+      }
+    if (static_cast<int64_t>(in.size()) != g->inputs.numel())
+      return Internal("deepseek_v4: decode inputs of " + std::to_string(in.size()) +
+                      " ids for a buffer of " + std::to_string(g->inputs.numel()));
+    DI_RETURN_IF_ERROR(
+        be.upload(Tensor::borrow(in.data(), DType::kI32, {g->inputs.numel()}), g->inputs));
+  } else {
+    DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.tokens.data(), DType::kI32, {S}), g->ids));
+    DI_RETURN_IF_ERROR(
+        be.upload(Tensor::borrow(step.positions_host.data(), DType::kI32, {S}), g->positions));
+    for (int l = 0; l < d.L; ++l)
+      if (g->hash_ids[l].defined()) {
+        std::vector<int32_t> h;
+        DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
+        DI_RETURN_IF_ERROR(
+            be.upload(Tensor::borrow(h.data(), DType::kI32, {S, d.k}), g->hash_ids[l]));
+      }
+  }
   step.positions = g->positions;
 
   // Segment j: replayed when captured; else captured (sharing segment 0's graph memory) and run,
@@ -259,7 +338,7 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
   };
   DI_RETURN_IF_ERROR(segment(0, [&]() -> Status {
     DI_RETURN_IF_ERROR(embed_streams(g->ids, g->copies, g->streams));
-    return layer_first(0, g->streams, g->positions, g->carry[0]);
+    return layer_first(0, g->streams, g->positions, nullptr, g->carry[0]);
   }));
   for (int layer = 0; layer < d.L; ++layer) {
     DI_RETURN_IF_ERROR(layer_core(layer, step, g->carry[layer], g->o));
@@ -267,8 +346,9 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
       const Tensor* hash = g->hash_ids[layer].defined() ? &g->hash_ids[layer] : nullptr;
       DI_RETURN_IF_ERROR(layer_last(layer, g->streams, g->positions, step.tokens, hash,
                                     g->carry[layer], g->o));
-      return layer + 1 < d.L ? layer_first(layer + 1, g->streams, g->positions, g->carry[layer + 1])
-                             : head_logits(g->streams, g->picked, g->logits);
+      return layer + 1 < d.L ? layer_first(layer + 1, g->streams, g->positions, &g->carry[layer],
+                                           g->carry[layer + 1])
+                             : head_logits(g->streams, g->picked, &g->carry[layer], g->logits);
     }));
   }
   for (const SeqSlice& sq : step.seqs) sq.state->advance(sq.len);
@@ -332,12 +412,12 @@ Status DeepseekV4Model::apply_expert_placement(const dist::ExpertPlacement& plac
 }
 
 // A decoder layer in three parts (decode graphs replay the first and last as captured work):
-// layer_first: the attention site's collapse (hc_map), its RMSNorm and the attention
-// projections; layer_core: the per-sequence attention (state, key lists) into o [S, nH, D];
-// layer_last: the attention output projection, the MoE site (whose collapse applies the
+// layer_first: the attention site's collapse and its RMSNorm (hc_map_norm: one backend call) and
+// the attention projections; layer_core: the per-sequence attention (state, key lists) into o [S,
+// nH, D]; layer_last: the attention output projection, the MoE site (whose collapse applies the
 // attention site's expand, hc_expand_pre) and the MoE site's expand into `streams`.
-Status DeepseekV4Model::layer_first(int layer, const Tensor& streams, const Tensor& positions,
-                                    LayerCarry& c) {
+Status DeepseekV4Model::layer_first(int layer, Tensor& streams, const Tensor& positions,
+                                    LayerCarry* prev, LayerCarry& c) {
   backend::Backend& be = *be_;
   const Dims& d = dims_;
   const LayerWeights& lw = w_->layers[layer];
@@ -345,9 +425,18 @@ Status DeepseekV4Model::layer_first(int layer, const Tensor& streams, const Tens
   DI_ASSIGN_OR_RETURN(c.post, be.empty(DType::kF32, {S, d.hc}));
   DI_ASSIGN_OR_RETURN(c.comb, be.empty(DType::kF32, {S, d.hc, d.hc}));
   DI_EMPTY(x, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(hc_map(be, d, lw.attn_hc, streams, c.post, c.comb, x));
   DI_ASSIGN_OR_RETURN(c.xn, be.empty(DType::kF32, {S, d.H}));
-  DI_RETURN_IF_ERROR(be.rms_norm(x, &lw.attn_norm, d.eps, c.xn));
+  if (prev != nullptr && prev->moe_expand.streams_a.defined()) {
+    // The previous layer's MoE expand inside this site's first kernel (writes the streams).
+    LayerCarry::PendingExpand& pe = prev->moe_expand;
+    DI_RETURN_IF_ERROR(hc_expand_map_norm(be, d, lw.attn_hc, pe.streams_a, pe.y,
+                                          pe.routed.defined() ? &pe.routed : nullptr, pe.post,
+                                          pe.comb, streams, c.post, c.comb, x, lw.attn_norm, c.xn));
+    pe = LayerCarry::PendingExpand();
+  } else {
+    DI_RETURN_IF_ERROR(
+        hc_map_norm(be, d, lw.attn_hc, streams, c.post, c.comb, x, lw.attn_norm, c.xn));
+  }
   return attention_project(be, local_, lw.attn, rope_of(layer), c.xn, positions, c.proj);
 }
 
@@ -371,20 +460,35 @@ Status DeepseekV4Model::layer_last(int layer, Tensor& streams, const Tensor& pos
   DI_EMPTY(comb, be, DType::kF32, {S, d.hc, d.hc});
   DI_EMPTY(x, be, DType::kF32, {S, d.H});
   DI_EMPTY(streams_a, be, DType::kF32, {S, d.hc, d.H});  // streams after the attention site
-  DI_RETURN_IF_ERROR(hc_expand_map(be, d, lw.ffn_hc, streams, y_attn, c.post, c.comb, streams_a,
-                                   post, comb, x));
   DI_EMPTY(xn, be, DType::kF32, {S, d.H});
-  DI_RETURN_IF_ERROR(be.rms_norm(x, &lw.ffn_norm, d.eps, xn));
+  DI_RETURN_IF_ERROR(hc_expand_map_norm(be, d, lw.ffn_hc, streams, y_attn, nullptr, c.post, c.comb,
+                                        streams_a, post, comb, x, lw.ffn_norm, xn));
   DI_EMPTY(y, be, DType::kF32, {S, d.H});
+  // Decode fusion: the MoE's routed sum stays apart from the shared expert's y (the expand adds
+  // them; not under tensor parallel, which reduces their sum) and the expand is left pending for
+  // the next site (LayerCarry::moe_expand).
+  const bool fuse = env().decode_fusion;
+  Tensor routed;
   DI_RETURN_IF_ERROR(moe_forward(be, local_, config_.scoring_func, lw.moe, xn, tokens, y,
-                                 ep_layers_.empty() ? nullptr : &ep_layers_[layer], hash_ids));
+                                 ep_layers_.empty() ? nullptr : &ep_layers_[layer], hash_ids,
+                                 fuse && tp_comm_ == nullptr ? &routed : nullptr));
   DI_RETURN_IF_ERROR(tensor_parallel_reduce(y));  // tensor parallel: sum the MLP shards
-  return hc_expand(be, streams_a, y, post, comb, streams);
+  c.moe_expand = LayerCarry::PendingExpand{streams_a, y, routed, post, comb};
+  if (fuse) return OkStatus();
+  return apply_moe_expand(c, streams);
 }
 
-Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step) {
-  LayerCarry c;
-  DI_RETURN_IF_ERROR(layer_first(layer, streams, step.positions, c));
+Status DeepseekV4Model::apply_moe_expand(LayerCarry& prev, Tensor& streams) {
+  LayerCarry::PendingExpand pe = std::move(prev.moe_expand);
+  prev.moe_expand = LayerCarry::PendingExpand();
+  if (pe.routed.defined())
+    return be_->hc_expand_sum(pe.streams_a, pe.y, pe.routed, pe.post, pe.comb, streams);
+  return hc_expand(*be_, pe.streams_a, pe.y, pe.post, pe.comb, streams);
+}
+
+Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step,
+                                      LayerCarry* prev, LayerCarry& c) {
+  DI_RETURN_IF_ERROR(layer_first(layer, streams, step.positions, prev, c));
   DI_EMPTY(o, *be_, DType::kF32, {streams.dim(0), local_.nH, local_.D});
   DI_RETURN_IF_ERROR(layer_core(layer, step, c, o));
   return layer_last(layer, streams, step.positions, step.tokens, nullptr, c, o);

@@ -77,22 +77,35 @@ class DeepseekV4Model final : public Model {
                                                            const ContextParallelInput& in);
 
  private:
-  // One decoder layer over streams [S, hc, H] of the whole step (in place): layer_first,
-  // layer_core, layer_last (model.cpp; the decode graphs run them apart).
-  Status decoder_layer(int layer, Tensor& streams, const StepBatch& step);
   struct LayerCarry {  // what layer_first leaves for layer_core and layer_last
     Tensor post, comb;  // the attention site's hc coefficients
     Tensor xn;          // the attention input (rmsw(collapsed)); the indexer reads it too
     AttentionProjections proj;
+    // Decode fusion (session 12): layer_last leaves its MoE site's expand here instead of
+    // writing the streams — streams = post ⊗ (y + routed) + Cᵀ·streams_a (routed undefined: y
+    // alone) — and the next site applies it inside its own first kernel (the next layer's
+    // layer_first, or head_logits); undefined once applied.
+    struct PendingExpand {
+      Tensor streams_a, y, routed, post, comb;
+    } moe_expand;
   };
-  Status layer_first(int layer, const Tensor& streams, const Tensor& positions, LayerCarry& c);
+  // One decoder layer over streams [S, hc, H] of the whole step (in place): layer_first,
+  // layer_core, layer_last (model.cpp; the decode graphs run them apart). prev: the previous
+  // layer's carry (null for layer 0), whose pending MoE expand this layer applies.
+  Status decoder_layer(int layer, Tensor& streams, const StepBatch& step, LayerCarry* prev,
+                       LayerCarry& c);
+  Status layer_first(int layer, Tensor& streams, const Tensor& positions, LayerCarry* prev,
+                     LayerCarry& c);
   Status layer_core(int layer, const StepBatch& step, LayerCarry& c, Tensor& o);
   Status layer_last(int layer, Tensor& streams, const Tensor& positions,
                     std::span<const int32_t> tokens, const Tensor* hash_ids, LayerCarry& c,
                     Tensor& o);
   const RopeTable& rope_of(int layer) const;
   Status embed_streams(const Tensor& ids, const Tensor& copies, Tensor& streams);
-  Status head_logits(const Tensor& streams, const Tensor& picked, Tensor& logits);
+  // prev: the last layer's carry (its pending MoE expand), or null.
+  Status head_logits(Tensor& streams, const Tensor& picked, LayerCarry* prev, Tensor& logits);
+  // Writes a pending MoE expand of `prev` into streams (and clears it).
+  Status apply_moe_expand(LayerCarry& prev, Tensor& streams);
 
   // Decode steps replayed as CUDA graphs (model.cpp forward_graphed): one set of captured
   // segments per batch size S <= kMaxGraphBatch, at most kMaxGraphSets sets (least recently
@@ -105,6 +118,9 @@ class DeepseekV4Model final : public Model {
     uint64_t last_used = 0;
     Tensor ids, positions, copies, picked, o;  // fixed inputs, written before each replay
     std::vector<Tensor> hash_ids;              // [L]: defined on hash layers
+    // Decode fusion: ids, positions and hash_ids are views of this one I32 buffer
+    // [ids | positions | hash ids of each hash layer], uploaded in one call per step.
+    Tensor inputs;
     std::vector<std::shared_ptr<backend::Backend::Graph>> graphs;  // [L + 1] segments
     std::vector<LayerCarry> carry;                                 // [L]
     Tensor streams, logits;

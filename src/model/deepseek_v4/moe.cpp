@@ -12,9 +12,9 @@ namespace {
 Status expert(backend::Backend& be, const Dims& d, const Weight& gate_up /*[2I, H]*/,
               const Weight& down /*[H, I]*/, const Tensor& xs, Tensor& out) {
   const int64_t n = xs.dim(0);
-  DI_ALLOC(gu, be, DType::kF32, {n, 2 * d.I});
+  DI_EMPTY(gu, be, DType::kF32, {n, 2 * d.I});  // linear writes every element
   DI_RETURN_IF_ERROR(be.linear(xs, gate_up, gu));
-  DI_ALLOC(act, be, DType::kF32, {n, d.I});
+  DI_EMPTY(act, be, DType::kF32, {n, d.I});
   DI_RETURN_IF_ERROR(be.swiglu(gu, d.swiglu_limit, act));
   return be.linear(act, down, out);
 }
@@ -35,10 +35,13 @@ Status moe_hash_ids(const Dims& d, const MoeWeights& w, std::span<const int32_t>
 
 Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc scoring,
                    const MoeWeights& w, const Tensor& x, std::span<const int32_t> token_ids,
-                   Tensor& y, const dist::ExpertParallelMoe* ep, const Tensor* hash_ids_in) {
+                   Tensor& y, const dist::ExpertParallelMoe* ep, const Tensor* hash_ids_in,
+                   Tensor* routed_out) {
   const int64_t S = x.dim(0);
   // Router.
-  DI_ALLOC(logits, be, DType::kF32, {S, d.E});
+  // Uninitialised (DI_EMPTY) where the next op writes every element: on a device each fill is a
+  // memset node that also breaks the decode graph's chain of programmatic dependent launches.
+  DI_EMPTY(logits, be, DType::kF32, {S, d.E});
   DI_RETURN_IF_ERROR(be.linear(x, w.gate, logits));
   backend::RouterParams rp;
   rp.scoring = scoring == io::ScoringFunc::kSoftmax   ? backend::RouterScoring::kSoftmax
@@ -55,8 +58,8 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
     DI_RETURN_IF_ERROR(moe_hash_ids(d, w, token_ids, h));
     DI_ASSIGN_OR_RETURN(hash_ids, to_backend_i32(be, h, {S, d.k}));
   }
-  DI_ALLOC(expert_ids, be, DType::kI32, {S, d.k});
-  DI_ALLOC(expert_w, be, DType::kF32, {S, d.k});
+  DI_EMPTY(expert_ids, be, DType::kI32, {S, d.k});  // moe_route writes all k picks of a row
+  DI_EMPTY(expert_w, be, DType::kF32, {S, d.k});
   DI_RETURN_IF_ERROR(be.moe_route(logits, w.bias.defined() ? &w.bias : nullptr,
                                   w.hash ? &hash_ids : nullptr, rp, expert_ids, expert_w));
 
@@ -64,11 +67,15 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
   DI_RETURN_IF_ERROR(expert(be, d, w.shared_gate_up, w.shared_down, x, y));
 
   // Routed experts (the backend groups or runs them in place; sums over the k picks in order).
-  DI_ALLOC(routed, be, DType::kF32, {S, d.H});
+  DI_ALLOC(routed, be, DType::kF32, {S, d.H});  // zeroed: the CUDA combine adds into it
   if (ep != nullptr) {  // this rank's slots; rows travel to the rank of their slot and back
     DI_RETURN_IF_ERROR(ep->forward(be, w.experts, x, expert_ids, expert_w, d.swiglu_limit, routed));
   } else {
     DI_RETURN_IF_ERROR(be.moe_experts(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
+  }
+  if (routed_out != nullptr) {  // the caller adds (inside its expand)
+    *routed_out = routed;
+    return OkStatus();
   }
   return be.add(routed, y, y);
 }
