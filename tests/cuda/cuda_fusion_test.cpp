@@ -82,21 +82,9 @@ class CudaFusion : public ::testing::Test {
     for (float& f : v) f = u(rng_);
     return v;
   }
-  float* device_floats(int64_t n, int off = 0) {
-    bufs_.push_back(
-        std::move(DeviceBuffer::allocate(std::max<int64_t>((n + off) * 4, 16))).value());
-    return static_cast<float*>(bufs_.back().data()) + off;
-  }
-  float* upload(const std::vector<float>& h, int off = 0) {
-    float* d = device_floats(static_cast<int64_t>(h.size()), off);
-    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-  }
-  std::vector<char> bytes_of(const void* d, int64_t n) {
-    std::vector<char> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
+  float* device_floats(int64_t n, int off = 0) { return dev_.floats(n, off); }
+  float* upload(const std::vector<float>& h, int off = 0) { return dev_.upload(h, off); }
+  std::vector<char> bytes_of(const void* d, int64_t n) { return testing::DeviceArena::read(d, n); }
 
   struct SiteIn {
     float *x = nullptr, *fn = nullptr, *base = nullptr, *scale = nullptr, *y = nullptr,
@@ -194,7 +182,7 @@ class CudaFusion : public ::testing::Test {
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   cudaStream_t stream_ = nullptr;
-  std::vector<DeviceBuffer> bufs_;
+  testing::DeviceArena dev_;
 };
 
 TEST_F(CudaFusion, SiteNormEqualsFinishThenRmsNormAtDecodeShapes) {
@@ -309,8 +297,7 @@ TEST_F(CudaFusion, NormAndNormRopeEqualTheTwoKernels) {
     float* inv_freq = upload(inv);
     std::vector<int32_t> pos(c.S);
     for (int64_t s = 0; s < c.S; ++s) pos[s] = static_cast<int32_t>(rng_() % 100000);
-    bufs_.push_back(std::move(DeviceBuffer::allocate(c.S * 4 + 16)).value());
-    auto* positions = static_cast<int32_t*>(bufs_.back().data());
+    auto* positions = static_cast<int32_t*>(dev_.bytes(c.S * 4 + 16));
     ASSERT_EQ(cudaMemcpy(positions, pos.data(), c.S * 4, cudaMemcpyHostToDevice), cudaSuccess);
     std::vector<std::vector<char>> outs[2];
     for (int fused = 0; fused < 2; ++fused) {
@@ -490,8 +477,7 @@ TEST_F(CudaFusion, BackendSiteNormOpsEqualTheSeparateCalls) {
 // weights memcmp-equal for every scoring, with and without a bias, hash layers, E = 256 (V4) and
 // E = 300 (the wide instantiation), k = 1, 6, 8, 32 and 33 (serial either way).
 TEST_F(CudaFusion, RouterWeightsByLaneEqualTheSerialLoops) {
-  bufs_.push_back(std::move(DeviceBuffer::allocate(16)).value());
-  auto* err = static_cast<int32_t*>(bufs_.back().data());
+  auto* err = static_cast<int32_t*>(dev_.bytes(16));
   ASSERT_EQ(cudaMemset(err, 0, 16), cudaSuccess);
   for (int64_t E : {256, 300}) {
     for (int64_t k : {1, 6, 8, 32, 33}) {
@@ -508,15 +494,13 @@ TEST_F(CudaFusion, RouterWeightsByLaneEqualTheSerialLoops) {
               std::vector<int32_t> h(S * k);
               std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(E - 1));
               for (int32_t& v : h) v = id(rng_);
-              bufs_.push_back(std::move(DeviceBuffer::allocate(S * k * 4)).value());
-              hash = static_cast<int32_t*>(bufs_.back().data());
+              hash = static_cast<int32_t*>(dev_.bytes(S * k * 4));
               ASSERT_EQ(cudaMemcpy(hash, h.data(), S * k * 4, cudaMemcpyHostToDevice), cudaSuccess);
             }
             std::vector<std::vector<char>> got[2];
             for (int serial = 0; serial < 2; ++serial) {
               float* w = device_floats(S * k);
-              bufs_.push_back(std::move(DeviceBuffer::allocate(S * k * 4)).value());
-              auto* ids = static_cast<int32_t*>(bufs_.back().data());
+              auto* ids = static_cast<int32_t*>(dev_.bytes(S * k * 4));
               ASSERT_EQ(cudaMemset(w, 0x7F, S * k * 4), cudaSuccess);
               ASSERT_EQ(cudaMemset(ids, 0x7F, S * k * 4), cudaSuccess);
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

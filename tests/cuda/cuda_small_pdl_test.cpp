@@ -23,6 +23,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl_config.h"
 #include "backend/cuda/runtime.h"
+#include "device_pair.h"
 #include "pdl_producer.h"
 
 namespace deepinfer::cuda {
@@ -46,25 +47,10 @@ class CudaSmallPdl : public ::testing::Test {
     for (float& f : v) f = nd(rng_);
     return v;
   }
-  void* device_bytes(int64_t bytes) {
-    bufs_.push_back(std::move(DeviceBuffer::allocate(std::max<int64_t>(bytes, 16))).value());
-    return bufs_.back().data();
-  }
-  float* device_floats(const std::vector<float>& h) {
-    auto* d = static_cast<float*>(device_bytes(static_cast<int64_t>(h.size()) * 4));
-    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-  }
-  int32_t* device_ints(const std::vector<int32_t>& h) {
-    auto* d = static_cast<int32_t*>(device_bytes(static_cast<int64_t>(h.size()) * 4));
-    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-  }
-  std::vector<char> bytes_of(const void* d, int64_t n) {
-    std::vector<char> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
+  void* device_bytes(int64_t bytes) { return dev_.bytes(bytes); }
+  float* device_floats(const std::vector<float>& h) { return dev_.upload(h); }
+  int32_t* device_ints(const std::vector<int32_t>& h) { return dev_.upload(h); }
+  std::vector<char> bytes_of(const void* d, int64_t n) { return testing::DeviceArena::read(d, n); }
 
   // One op: `in` (n_in floats) is the input the producer writes late, `outs` the (pointer, bytes)
   // regions the op writes (compared bitwise); out_init (if not empty) is the content of outs[0]
@@ -120,7 +106,7 @@ class CudaSmallPdl : public ::testing::Test {
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   cudaStream_t stream_ = nullptr;
-  std::vector<DeviceBuffer> bufs_;
+  testing::DeviceArena dev_;
 };
 
 TEST_F(CudaSmallPdl, NormsRopeAndElementwiseWaitForTheirInputs) {

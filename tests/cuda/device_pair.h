@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/runtime.h"
 #include "backend/tensor.h"
@@ -39,5 +40,35 @@ inline backend::Tensor to_host(const backend::Tensor& dev) {
   return t;
 }
 inline backend::Tensor to_host(const Pair& p) { return to_host(p.dev); }
+
+// Device buffers a kernel-level test keeps until it ends (inputs and outputs it passes to
+// kernels by pointer), each at least 16 bytes.
+class DeviceArena {
+ public:
+  void* bytes(int64_t n) {
+    bufs_.push_back(std::move(DeviceBuffer::allocate(std::max<int64_t>(n, 16))).value());
+    return bufs_.back().data();
+  }
+  // n floats, starting `off` floats past the allocation (misaligned inputs).
+  float* floats(int64_t n, int off = 0) { return static_cast<float*>(bytes((n + off) * 4)) + off; }
+  float* upload(const std::vector<float>& h, int off = 0) {
+    float* d = floats(static_cast<int64_t>(h.size()), off);
+    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  int32_t* upload(const std::vector<int32_t>& h) {
+    auto* d = static_cast<int32_t*>(bytes(static_cast<int64_t>(h.size()) * 4));
+    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  static std::vector<char> read(const void* d, int64_t n) {
+    std::vector<char> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+ private:
+  std::vector<DeviceBuffer> bufs_;
+};
 
 }  // namespace deepinfer::cuda::testing

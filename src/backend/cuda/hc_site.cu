@@ -349,6 +349,17 @@ __device__ __forceinline__ void site_post_comb(const float* tot, float inv,
     for (int k = 0; k < kHc; ++k) comb[s * kHc * kHc + j * kHc + k] = cm[j][k];
 }
 
+// The post / comb CTA's constants (thread 0, before the PDL wait: weights only): base[0..N) and
+// the two scales of post and comb.
+__device__ __forceinline__ void load_coeff_consts(const float* __restrict__ base,
+                                                  const float* __restrict__ scale, int N,
+                                                  float (&cb)[kMaxN], float& csc1, float& csc2) {
+#pragma unroll
+  for (int n = 0; n < kMaxN; ++n) cb[n] = n < N ? __ldg(base + n) : 0.f;
+  csc1 = __ldg(scale + 1);
+  csc2 = __ldg(scale + 2);
+}
+
 template <int kHc, int kCps>
 __global__ void __launch_bounds__(kFinishThreads)
     hc_site_finish_kernel(const float* __restrict__ x, const float* __restrict__ part,
@@ -383,10 +394,7 @@ __global__ void __launch_bounds__(kFinishThreads)
       }
     }
   } else if (t == 0) {
-#pragma unroll
-    for (int n = 0; n < kMaxN; ++n) cb[n] = n < N ? __ldg(base + n) : 0.f;
-    csc1 = __ldg(scale + 1);
-    csc2 = __ldg(scale + 2);
+    load_coeff_consts(base, scale, N, cb, csc1, csc2);
   }
   pdl::wait();
   pdl::launch_dependents();
@@ -565,12 +573,7 @@ __global__ void __launch_bounds__(kThreads)
   if (blockIdx.y == 1) {  // post and comb of row s
     float cb[kMaxN];
     float csc1 = 0.f, csc2 = 0.f;
-    if (t == 0) {
-#pragma unroll
-      for (int n = 0; n < kMaxN; ++n) cb[n] = n < N ? __ldg(base + n) : 0.f;
-      csc1 = __ldg(scale + 1);
-      csc2 = __ldg(scale + 2);
-    }
+    if (t == 0) load_coeff_consts(base, scale, N, cb, csc1, csc2);
     pdl::wait();
     pdl::launch_dependents();
     for (int n = warp; n <= N; n += kWarps) {
