@@ -205,9 +205,12 @@ int main(int argc, char** argv) {
           }
           std::vector<model::SequenceInput> step;
           for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
+          trace->note("forward begin");
           auto d = mdl.forward(step);
+          trace->note("forward end");
           if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
           if (Status s = pick(*d, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+          trace->note("pick end");
         }
         const double took = seconds_since(t0);
         if (!trace->end(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }

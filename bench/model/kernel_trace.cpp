@@ -3,6 +3,7 @@
 #ifdef DEEPINFER_TRACE_CUPTI
 
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -36,6 +37,7 @@ struct Cupti {
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;  // optional
 
   std::string error(const char* what, CUptiResult r) const {
     const char* s = nullptr;
@@ -84,6 +86,7 @@ class CuptiTrace final : public KernelTrace {
       api_.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
       api_.disable(CUPTI_ACTIVITY_KIND_MEMCPY);
       api_.disable(CUPTI_ACTIVITY_KIND_MEMSET);
+      if (host_api_) api_.disable(CUPTI_ACTIVITY_KIND_RUNTIME);
       api_.flush_all(1);
     }
     g_trace = nullptr;
@@ -98,7 +101,21 @@ class CuptiTrace final : public KernelTrace {
       r = api_.enable(k);
       if (r != CUPTI_SUCCESS) return why = api_.error("cuptiActivityEnable", r), false;
     }
+    // DEEPINFER_TRACE_API=1: the CUDA runtime calls too (CSV rows "api"; they slow the host).
+    if (const char* e = std::getenv("DEEPINFER_TRACE_API");
+        e != nullptr && std::strcmp(e, "1") == 0) {
+      r = api_.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+      if (r != CUPTI_SUCCESS) return why = api_.error("cuptiActivityEnable(RUNTIME)", r), false;
+      host_api_ = true;
+    }
     return true;
+  }
+
+  void note(const char* label) override {
+    uint64_t t = 0;
+    if (api_.timestamp(&t) != CUPTI_SUCCESS) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (t >= t_begin_ && t <= t_end_) host_.push_back({false, label, t, t, 0, 0});
   }
 
   bool begin(std::string& why) override {
@@ -108,6 +125,7 @@ class CuptiTrace final : public KernelTrace {
       return why = api_.error("cuptiActivityFlushAll", r), false;
     std::lock_guard<std::mutex> lock(mu_);
     recs_.clear();
+    host_.clear();
     t_begin_ = 0;
     t_end_ = UINT64_MAX;
     return true;
@@ -120,6 +138,7 @@ class CuptiTrace final : public KernelTrace {
     std::lock_guard<std::mutex> lock(mu_);
     t_begin_ = t;
     std::erase_if(recs_, [&](const Record& x) { return x.start < t_begin_; });
+    std::erase_if(host_, [&](const Record& x) { return x.start < t_begin_; });
     return true;
   }
 
@@ -132,6 +151,7 @@ class CuptiTrace final : public KernelTrace {
     std::lock_guard<std::mutex> lock(mu_);
     t_end_ = t;
     std::erase_if(recs_, [&](const Record& x) { return x.start < t_begin_ || x.end > t_end_; });
+    std::erase_if(host_, [&](const Record& x) { return x.start < t_begin_ || x.end > t_end_; });
     return true;
   }
 
@@ -169,6 +189,16 @@ class CuptiTrace final : public KernelTrace {
       } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
         rec = {false, "memset", m->start, m->end, m->graphNodeId, m->bytes};
+      } else if (a->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        const auto* f = reinterpret_cast<const CUpti_ActivityAPI*>(a);
+        const char* nm = nullptr;
+        if (api_.callback_name != nullptr)
+          api_.callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, f->cbid, &nm);
+        Record h{false,    nm != nullptr ? nm : "runtime " + std::to_string(f->cbid),
+                 f->start, f->end,
+                 0,        0};
+        if (h.start >= t_begin_ && h.end <= t_end_) host_.push_back(std::move(h));
+        continue;
       } else {
         continue;
       }
@@ -179,6 +209,8 @@ class CuptiTrace final : public KernelTrace {
   Cupti api_;
   mutable std::mutex mu_;
   std::vector<Record> recs_;
+  std::vector<Record> host_;  // runtime calls and note()s: CSV only, not GPU time
+  bool host_api_ = false;
   std::unordered_map<const char*, std::string> names_;  // CUPTI's name pointer → short name
   uint64_t t_begin_ = UINT64_MAX, t_end_ = UINT64_MAX;  // nothing is kept before begin()
 };
@@ -236,6 +268,11 @@ void CuptiTrace::print(std::FILE* out, int steps, int top, std::FILE* csv) const
                    x.name.c_str(), (x.start - t0) * 1e-3, (x.end - t0) * 1e-3,
                    static_cast<unsigned long long>(x.node));
   }
+  if (csv != nullptr)
+    for (const Record& h : host_)
+      std::fprintf(csv, "%s,\"%s\",%.3f,%.3f,0\n", h.end > h.start ? "api" : "note", h.name.c_str(),
+                   (static_cast<double>(h.start) - static_cast<double>(t0)) * 1e-3,
+                   (static_cast<double>(h.end) - static_cast<double>(t0)) * 1e-3);
   const double span = (t1 - t0) * 1e-3;
   std::fprintf(out,
                "trace: %d steps, per step: span %.1f us, GPU busy %.1f us (%.1f %%), idle %.1f us, "
@@ -299,6 +336,7 @@ std::unique_ptr<KernelTrace> KernelTrace::open(std::string& why) {
       !sym("cuptiActivityGetNextRecord", api.next_record) ||
       !sym("cuptiGetTimestamp", api.timestamp) || !sym("cuptiGetResultString", api.result_string))
     return why = "CUPTI library lacks an entry point bench_model needs", nullptr;
+  sym("cuptiGetCallbackName", api.callback_name);
   auto t = std::make_unique<CuptiTrace>(api);
   if (!t->enable(why)) return nullptr;
   return t;

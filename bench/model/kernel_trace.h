@@ -32,6 +32,9 @@ class KernelTrace {
   // (may be null) gets every record of the window: kind, name, start µs, end µs (relative to
   // the first record), graph node id.
   virtual void print(std::FILE* out, int steps, int top, std::FILE* csv) const = 0;
+  // A host-side instant (CUPTI's clock) in the CSV as a "note" row: where the host is in a step.
+  // With DEEPINFER_TRACE_API=1 the CSV also has the CUDA runtime calls ("api" rows).
+  virtual void note(const char* label) = 0;
 };
 
 }  // namespace deepinfer::bench

@@ -48,6 +48,14 @@ Status Backend::linear_multi(const Tensor& x, std::span<const Weight* const> ws,
   return OkStatus();
 }
 
+Status Backend::moe_experts_set(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                const ExpertSet& experts, float swiglu_limit, Tensor& out) {
+  DI_RETURN_IF_ERROR(check_rank("moe_experts_set", "out", out, DType::kF32, 2));
+  DI_ASSIGN_OR_RETURN(Tensor zeroed, alloc(DType::kF32, {out.dim(0), out.dim(1)}));
+  DI_RETURN_IF_ERROR(moe_experts(x, ids, weights, experts, swiglu_limit, zeroed));
+  return copy(zeroed, out);
+}
+
 Status Backend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                             const ExpertSet& experts, float swiglu_limit, Tensor& out) {
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));

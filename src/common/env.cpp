@@ -117,20 +117,25 @@ Env Env::from_process() {
                              {"DEEPINFER_EXPERTS_KERNEL", &e.experts_kernel},
                              {"DEEPINFER_SMALL_LINEAR", &e.small_linear}}) {
     if (auto v = get(name)) {
-      static const char* const kNames[] = {"auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",
-                                          "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
-                                          "w2",   "w3", "x1", "x2", "x3", "x4"};
+      static const char* const kNames[] = {
+          "auto", "s7", "v1", "v2", "v3", "v4", "a",  "b",  "c",  "d",  "tc", "tc1", "tc2", "tc3",
+          "w",    "w1", "w2", "w3", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8",  "x9"};
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
       if (ok) *field = *v;
-      else log_warning(std::string(name) + "='" + *v + "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x4; using auto");
+      else
+        log_warning(
+            std::string(name) + "='" + *v +
+            "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x9; using auto");
     }
   }
 
   if (auto v = get("DEEPINFER_ATTENTION_KERNEL")) {
-    if (*v == "auto" || *v == "fd" || *v == "x1" || *v == "x2" || *v == "x3" || *v == "x4")
+    if (*v == "auto" || *v == "fd" || *v == "x1" || *v == "x2" || *v == "x3" || *v == "x4" ||
+        *v == "x5" || *v == "x6" || *v == "x7" || *v == "x8")
       e.attention_kernel = *v;
-    else log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto, fd or x1..x4; using auto");
+    else
+      log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto, fd or x1..x8; using auto");
   }
   if (auto v = get("DEEPINFER_ATTENTION_BI_CHUNKS")) {
     const int n = std::atoi(v->c_str());
@@ -146,6 +151,18 @@ Env Env::from_process() {
       e.head_blas = (*v)[0] - '0';
     else
       log_warning("DEEPINFER_HEAD_BLAS='" + *v + "' is not 0, 1 or 2; using 1");
+  }
+  if (auto v = get("DEEPINFER_SPIN_WAIT")) {
+    if (*v == "0" || *v == "1" || *v == "2")
+      e.spin_wait = (*v)[0] - '0';
+    else
+      log_warning("DEEPINFER_SPIN_WAIT='" + *v + "' is not 0, 1 or 2; using 1");
+  }
+  if (auto v = get("DEEPINFER_WA_FUSED_REDUCE")) {
+    if (*v == "0" || *v == "1")
+      e.wa_fused_reduce = *v == "1";
+    else
+      log_warning("DEEPINFER_WA_FUSED_REDUCE='" + *v + "' is not 0 or 1; using 1");
   }
   if (auto v = get("DEEPINFER_DECODE_FUSION")) {
     if (*v == "0" || *v == "1")

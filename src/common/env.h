@@ -120,6 +120,14 @@ struct Env {
   //   (cuda/head_blas.h) instead of the tensor-core kernels (0); fp32-accurate either way.
   //   Session 12, H200: batch-16 step 3.52 vs 3.73 ms (the head 258 vs ~400 us); batch 8 equal.
   int head_blas = 1;
+  // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
+  //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
+  //   0 runs the separate reduce launch.
+  bool wa_fused_reduce = true;
+  // DEEPINFER_SPIN_WAIT: 1 (default) | 0 | 2 — with a device backend (1), or always (2: tests),
+  //   the engine thread and the forward's worker thread poll (up to 5 ms) before sleeping when
+  //   they hand a step over (engine/step_executor.h); 0 sleeps at once.
+  int spin_wait = 1;
 
   // --- Hugging Face hub, as huggingface_hub defines them ---
   std::string hf_home;        // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface

@@ -1,8 +1,10 @@
 #include "engine/step_executor.h"
 
+#include <chrono>
 #include <exception>
 
 #include "common/check.h"
+#include "common/env.h"
 
 namespace deepinfer::engine {
 
@@ -10,6 +12,9 @@ StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread, backend:
     : runner_(runner), backend_(backend) {
   DI_CHECK(runner != nullptr) << "StepExecutor needs a model runner";
   runner_->set_backend(backend);
+  spin_ = use_worker_thread &&
+          (env().spin_wait == 2 ||
+           (env().spin_wait == 1 && backend != nullptr && !backend->host_memory()));
   if (use_worker_thread) worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -19,6 +24,7 @@ StepExecutor::~StepExecutor() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      job_flag_.store(true, std::memory_order_release);
     }
     cv_.notify_all();
     worker_.join();
@@ -36,18 +42,31 @@ void StepExecutor::run_job() {
   }
 }
 
+bool StepExecutor::spin_for(const std::atomic<bool>& flag) const {
+  if (!spin_) return flag.load(std::memory_order_acquire);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  for (int i = 0;; ++i) {
+    if (flag.load(std::memory_order_acquire)) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+  }
+}
+
 void StepExecutor::worker_loop() {
   // A failure here shows up as the failure of the first forward (the op reports it).
   if (backend_ != nullptr) (void)backend_->bind_thread();
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    spin_for(job_flag_);  // then sleep if nothing came
+    std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return stop_ || has_job_; });
     if (has_job_) {
       has_job_ = false;
+      job_flag_.store(stop_, std::memory_order_relaxed);
       lock.unlock();
       run_job();
       lock.lock();
       done_ = true;
+      done_flag_.store(true, std::memory_order_release);
+      lock.unlock();
       cv_.notify_all();
       continue;
     }
@@ -75,7 +94,9 @@ void StepExecutor::launch(SchedulerOutput step, std::vector<backend::SampleRowPa
     job_sample_rows_ = std::move(sample_rows);
     result_.reset();
     done_ = false;
+    done_flag_.store(false, std::memory_order_relaxed);
     has_job_ = true;
+    job_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -83,10 +104,12 @@ void StepExecutor::launch(SchedulerOutput step, std::vector<backend::SampleRowPa
 StepResult StepExecutor::wait() {
   DI_CHECK(in_flight_) << "wait() with no step in flight";
   StepResult out{SchedulerOutput{}, Internal("no result"), std::nullopt};
+  spin_for(done_flag_);  // then sleep if the forward is still running
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
     done_ = false;
+    done_flag_.store(false, std::memory_order_relaxed);
     out.step = std::move(job_);
     if (result_->ok()) {
       RunnerOutput& r = **result_;

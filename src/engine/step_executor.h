@@ -10,8 +10,16 @@
 // at once, and forwards run in launch order. The runner's per-sequence states belong to the
 // worker while a forward runs: release() while busy is deferred until the forward is done (and
 // always happens before the next launch).
+//
+// Handoffs (session 13): with a device backend (not host memory) and DEEPINFER_SPIN_WAIT=1 (the
+// default), or any backend with =2, the engine thread waiting for a forward and the worker waiting
+// for the next launch first poll an atomic for up to kSpinMicros before sleeping on the condition
+// variable: the futex wake-ups of the two threads (several to tens of µs each) sat between every
+// two decode steps, with the device idle. On the CPU backend (=1) the threads sleep at once (the
+// cores run the forward).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -55,6 +63,9 @@ class StepExecutor {
 
  private:
   void worker_loop();
+  // Polls `flag` for up to kSpinMicros when spin_ (else returns at once); true once it is set.
+  bool spin_for(const std::atomic<bool>& flag) const;
+  static constexpr int kSpinMicros = 5000;
   void run_job();  // job_ -> result_
 
   ModelRunner* runner_;
@@ -67,6 +78,9 @@ class StepExecutor {
   bool has_job_ = false;              // guarded by mu_
   bool done_ = false;                 // guarded by mu_
   bool stop_ = false;                 // guarded by mu_
+  bool spin_ = false;                 // poll before sleeping (device backends)
+  std::atomic<bool> job_flag_{false};   // mirrors has_job_ || stop_ (set under mu_)
+  std::atomic<bool> done_flag_{false};  // mirrors done_ (set under mu_)
   SchedulerOutput job_;
   std::vector<backend::SampleRowParams> job_sample_rows_;
   std::optional<StatusOr<RunnerOutput>> result_;

@@ -5,7 +5,9 @@
 // InvalidArgument naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/backend.h"
 #include "op_test_util.h"
@@ -139,6 +141,34 @@ TEST_P(HcPreDefault, RmsNormRopeEqualsTheTwoCallsBitwise) {
                                        RopeStyle::kInterleavedTrailing, 1.f, bad);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_NE(st.message().find("out"), std::string::npos) << st.message();
+}
+
+TEST_P(HcPreDefault, MoeExpertsSetEqualsExpertsIntoZerosBitwise) {
+  // Session 13: Backend::moe_experts_set overwrites out (here random values and a NaN) with the
+  // bits moe_experts adds into a zero-filled tensor; a bad out is named.
+  const int64_t E = 4, H = 48, I = 32, k = 2;
+  ExpertSet set;
+  for (int64_t e = 0; e < E; ++e) {
+    set.gate_up.push_back(Weight::of(rnd_.tensor({2 * I, H}, -0.2f, 0.2f)));
+    set.down.push_back(Weight::of(rnd_.tensor({H, I}, -0.2f, 0.2f)));
+  }
+  for (int64_t S : {1, 5}) {
+    Tensor x = rnd_.tensor({S, H}, -2, 2), w = rnd_.tensor({S, k});
+    std::vector<int32_t> idv(S * k);
+    for (auto& v : idv) v = static_cast<int32_t>(rnd_.integer(0, E - 1));
+    Tensor ids = Tensor::from_i32({S, k}, idv);
+    Tensor want = Tensor::empty(DType::kF32, {S, H});
+    std::memset(want.raw(), 0, want.nbytes());
+    ASSERT_TRUE(be_->moe_experts(x, ids, w, set, 7.0f, want).ok());
+    Tensor got = rnd_.tensor({S, H}, -5, 5);
+    got.data<float>()[0] = std::nanf("");
+    ASSERT_TRUE(be_->moe_experts_set(x, ids, w, set, 7.0f, got).ok());
+    expect_same_bits("moe_experts_set", got, want, rnd_.seed());
+  }
+  Tensor x = rnd_.tensor({1, H}), w = rnd_.tensor({1, k}), bad = Tensor::empty(DType::kF32, {H});
+  const Status st = be_->moe_experts_set(x, Tensor::from_i32({1, k}, {0, 1}), w, set, 7.0f, bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("moe_experts_set"), std::string::npos) << st.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, HcPreDefault, ::testing::Values(false, true),

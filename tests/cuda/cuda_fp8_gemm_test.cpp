@@ -37,6 +37,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/runtime.h"
 #include "common/dtypes.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -371,7 +372,8 @@ TEST_F(CudaFp8Gemm, BadShapesAreStatusesNotCrashes) {
     Weight w{Tensor::borrow(d, wt, ws), Tensor::borrow(d, st, ss), br, bc};
     return fp8_linear(**gemm, x, w, out, groups, s);
   };
-  ASSERT_EQ(cudaMemset(d, 0x22, 1 << 22), cudaSuccess);  // finite codes, floats and scales
+  ASSERT_EQ(testing::memset_sync(d, 0x22, 1 << 22),
+            cudaSuccess);  // finite codes, floats and scales
   const DType f8 = DType::kF8E4M3, e8 = DType::kF8E8M0;
   // K not a multiple of 128: the caller falls back.
   Status st = lin({4, 200}, f8, {256, 200}, e8, {2, 2}, {4, 256}, 1);

@@ -34,6 +34,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -122,7 +123,8 @@ class CudaFusion : public ::testing::Test {
                         {col, S * H},
                         {normed, S * H},
                         {xnew, S * hc * H}})
-      EXPECT_EQ(cudaMemset(p, 0x7F, n * 4), cudaSuccess);  // NaN-like: every byte must be written
+      EXPECT_EQ(testing::memset_sync(p, 0x7F, n * 4),
+                cudaSuccess);  // NaN-like: every byte must be written
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     kernels::HcExpandIn ex{in.x, in.y, in.post_prev, in.comb_prev, xnew};
     if (c.y2 && fused) {
@@ -223,7 +225,7 @@ TEST_F(CudaFusion, ExpandOfSumEqualsAddThenExpand) {
       float* sum = device_floats(S * H);
       float* want = device_floats(n);
       float* got = device_floats(n);
-      ASSERT_EQ(cudaMemset(got, 0x7F, n * 4), cudaSuccess);
+      ASSERT_EQ(testing::memset_sync(got, 0x7F, n * 4), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       kernels::add(y2, y, S * H, sum, stream_);
       kernels::hc_expand(x, sum, post, comb, S, hc, H, want, stream_);
@@ -306,8 +308,8 @@ TEST_F(CudaFusion, NormAndNormRopeEqualTheTwoKernels) {
       float* ya = c.in_place ? a : device_floats(M * c.Na, off);
       float* yb = c.in_place ? b : device_floats(nb);
       if (!c.in_place) {
-        ASSERT_EQ(cudaMemset(ya, 0x7F, M * c.Na * 4), cudaSuccess);
-        ASSERT_EQ(cudaMemset(yb, 0x7F, nb * 4), cudaSuccess);
+        ASSERT_EQ(testing::memset_sync(ya, 0x7F, M * c.Na * 4), cudaSuccess);
+        ASSERT_EQ(testing::memset_sync(yb, 0x7F, nb * 4), cudaSuccess);
       }
       ASSERT_TRUE(kernels::rms_norm_scalar_rows(a, wa, ya, c.Na));
       ASSERT_TRUE(kernels::rms_norm_rope_supported(c.D));
@@ -478,7 +480,7 @@ TEST_F(CudaFusion, BackendSiteNormOpsEqualTheSeparateCalls) {
 // E = 300 (the wide instantiation), k = 1, 6, 8, 32 and 33 (serial either way).
 TEST_F(CudaFusion, RouterWeightsByLaneEqualTheSerialLoops) {
   auto* err = static_cast<int32_t*>(dev_.bytes(16));
-  ASSERT_EQ(cudaMemset(err, 0, 16), cudaSuccess);
+  ASSERT_EQ(testing::memset_sync(err, 0, 16), cudaSuccess);
   for (int64_t E : {256, 300}) {
     for (int64_t k : {1, 6, 8, 32, 33}) {
       for (int64_t S : {1, 3, 16}) {
@@ -501,8 +503,8 @@ TEST_F(CudaFusion, RouterWeightsByLaneEqualTheSerialLoops) {
             for (int serial = 0; serial < 2; ++serial) {
               float* w = device_floats(S * k);
               auto* ids = static_cast<int32_t*>(dev_.bytes(S * k * 4));
-              ASSERT_EQ(cudaMemset(w, 0x7F, S * k * 4), cudaSuccess);
-              ASSERT_EQ(cudaMemset(ids, 0x7F, S * k * 4), cudaSuccess);
+              ASSERT_EQ(testing::memset_sync(w, 0x7F, S * k * 4), cudaSuccess);
+              ASSERT_EQ(testing::memset_sync(ids, 0x7F, S * k * 4), cudaSuccess);
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
               kernels::moe_route(logits, bias, hash, S, E, k, scoring, 1.7f, scoring != 1, ids, w,
                                  err, stream_, serial == 1);

@@ -15,11 +15,10 @@
 // Bound (cuda_gemv_test.cpp): |gemv − exact| ≤ (E + ceil(K / 32E) + 8)·2^-24·Σ|x·w|.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -29,6 +28,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemv.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -133,7 +133,8 @@ class CudaGemvMulti : public ::testing::Test {
     std::vector<kernels::GemvProjection> pr;
     for (const backend::Weight& dw : dws) {
       bufs.push_back(std::move(DeviceBuffer::allocate(std::max<int64_t>(M * dw.rows(), 4) * 4)).value());
-      EXPECT_EQ(cudaMemset(bufs.back().data(), 0xFF, M * dw.rows() * 4), cudaSuccess);  // NaN fill
+      EXPECT_EQ(testing::memset_sync(bufs.back().data(), 0xFF, M * dw.rows() * 4),
+                cudaSuccess);  // NaN fill
       pr.push_back({dw.w.raw(), dw.scale.defined() ? dw.scale.raw() : nullptr,
                     static_cast<float*>(bufs.back().data()), dw.rows()});
     }

@@ -18,11 +18,10 @@
 // and add into a base row: row-relative bound 5e-5 as in cuda_linear_tc_test.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -34,6 +33,7 @@
 #include "backend/cuda/kernels.h"
 #include "common/env.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -601,7 +601,7 @@ class CudaGemvExpertKernels : public CudaGemv {
                          int64_t E, const int32_t* grp) {
     auto out = DeviceBuffer::allocate(slots * st.N * 4);
     EXPECT_TRUE(out.ok());
-    EXPECT_EQ(cudaMemset(out->data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(out->data(), 0xFF, slots * st.N * 4), cudaSuccess);
     const auto* tab = static_cast<const void* const*>(st.tables.data());
     const int32_t* perm = grp;
     const int32_t* row_off = perm + slots;
@@ -631,7 +631,7 @@ class CudaGemvExpertKernels : public CudaGemv {
     auto dxb = DeviceBuffer::allocate(x.nbytes() + 16);
     ASSERT_TRUE(dids.ok() && grp.ok() && flag.ok() && dxb.ok());
     ASSERT_EQ(cudaMemcpy(dids->data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemset(flag->data(), 0, 16), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(flag->data(), 0, 16), cudaSuccess);
     const float* dx = static_cast<const float*>(dxb->data()) + x_shift;  // shift 1: unaligned rows
     ASSERT_EQ(cudaMemcpy(const_cast<float*>(dx), x.raw(), x.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
     int32_t* g = static_cast<int32_t*>(grp->data());

@@ -14,11 +14,10 @@
 // 8 bf16): the kernel's longest rounding chain is E/2 + 2 + ceil(K / 32E) + 5 + 3.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -30,6 +29,7 @@
 #include "common/env.h"
 #include "device_pair.h"
 #include "host_weights.h"
+#include "memset_sync.h"
 #include "pdl_producer.h"
 
 namespace deepinfer::cuda {
@@ -78,7 +78,7 @@ class CudaGemvV3 : public ::testing::Test {
                          const kernels::Gemv3Options& o = {}) {
     const int64_t N = h.N / G;
     DeviceBuffer out = std::move(DeviceBuffer::allocate(std::max<int64_t>(M * h.N, 4) * 4)).value();
-    EXPECT_EQ(cudaMemset(out.data(), 0xFF, M * h.N * 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(out.data(), 0xFF, M * h.N * 4), cudaSuccess);
     if (s7) {
       kernels::gemv_linear(h.kfmt(), dx, h.dw.data(), h.scale(), h.f32(), M, N, h.K, G, h.br, h.bc,
                            static_cast<float*>(out.data()), nullptr);
@@ -241,7 +241,7 @@ TEST_F(CudaGemvV3, TableOfProjectionsEqualsEachAloneBitwise) {
       std::vector<kernels::GemvProjection> pr;
       for (const HostW& h : hs) {
         outs.push_back(std::move(DeviceBuffer::allocate(std::max<int64_t>(M * h.N, 4) * 4)).value());
-        ASSERT_EQ(cudaMemset(outs.back().data(), 0xFF, M * h.N * 4), cudaSuccess);
+        ASSERT_EQ(testing::memset_sync(outs.back().data(), 0xFF, M * h.N * 4), cudaSuccess);
         pr.push_back({h.dw.data(), h.scale(), static_cast<float*>(outs.back().data()), h.N});
       }
       ASSERT_TRUE(kernels::gemv3_multi(hs[0].kfmt(), px, pr.data(), static_cast<int>(pr.size()), hs[0].f32(), M,

@@ -26,6 +26,7 @@
 #include "backend/cuda/linear_tc_small.h"
 #include "common/env.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 #include "tc_weights.h"
 
 namespace deepinfer::cuda {
@@ -136,7 +137,7 @@ class CudaLinearTcSmall : public ::testing::Test {
                        hw.block_cols, k_split, ref->data<float>(), ws->data<float>(), bi_->stream());
     ASSERT_TRUE(bi_->synchronize().ok());
     // NaN-filled output first: a row or column the kernel fails to write cannot pass.
-    ASSERT_EQ(cudaMemset(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
     kernels::linear_tc_small(fmt, dx.dev.data<float>(), dw.w.raw(), scale, f32s, M, N, K, G,
                              hw.block_rows, hw.block_cols, k_split, got->data<float>(),
                              ws->data<float>(), bi_->stream(), pdl, bulk, share, wide);

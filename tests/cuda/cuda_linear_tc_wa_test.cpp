@@ -30,6 +30,7 @@
 #include "backend/cuda/linear_tc_wa.h"
 #include "common/env.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 #include "tc_weights.h"
 
 namespace deepinfer::cuda {
@@ -111,13 +112,23 @@ void print_diff(const std::string& what, const Tensor& got, const Tensor& want) 
               static_cast<long long>(got.numel()), static_cast<long long>(max_ulp));
 }
 
-struct Variant { const char* name; bool pdl, share; int tpw; bool fast = false, wide = false, deep = false; };
-const Variant kVariants[] = {{"x split per CTA, 128-row CTAs", true, true, 2},
-                             {"x split per warp", true, false, 2},
-                             {"64-row CTAs", true, true, 1},
-                             {"short e4m3 decode (w3)", true, true, 2, true},
-                             {"256-byte slots (bf16)", true, true, 2, false, true},
-                             {"3 CTAs per SM, deeper ring (fp8)", true, true, 2, false, false, true}};
+struct Variant {
+  const char* name;
+  bool pdl, share;
+  int tpw;
+  bool fast = false, wide = false, deep = false, fused = false;
+};
+const Variant kVariants[] = {
+    {"x split per CTA, 128-row CTAs", true, true, 2},
+    {"x split per warp", true, false, 2},
+    {"64-row CTAs", true, true, 1},
+    {"short e4m3 decode (w3)", true, true, 2, true},
+    {"256-byte slots (bf16)", true, true, 2, false, true},
+    {"3 CTAs per SM, deeper ring (fp8)", true, true, 2, false, false, true},
+    // Session 13: the split partials summed by each tile's last CTA (every
+    // later launch also relies on the counters being back at zero).
+    {"split sums in the last CTA", true, true, 2, false, false, false, true},
+    {"split sums in the last CTA, plain launch", false, true, 2, false, false, false, true}};
 
 class CudaLinearTcWa : public ::testing::Test {
  protected:
@@ -184,12 +195,14 @@ class CudaLinearTcWa : public ::testing::Test {
     auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
     ASSERT_TRUE(got.ok() && ws.ok());
     // NaN-filled output and workspace first: an element the kernels fail to write cannot pass.
-    ASSERT_EQ(cudaMemset(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
-    ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4), cudaSuccess);
-    kernels::linear_tc_wa(fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
-                          c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, hw.block_cols, k_split,
-                          got->data<float>(), ws->data<float>(), bi_->stream(), v.pdl, v.share, v.tpw,
-                          v.fast, v.wide, v.deep);
+    ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
+              cudaSuccess);
+    kernels::linear_tc_wa(fmt, dx.dev.data<float>(), dw.w.raw(),
+                          fmt == 0 ? nullptr : dw.scale.raw(), c.f == Fmt::kFp8F32Scale, M, N, K, G,
+                          hw.block_rows, hw.block_cols, k_split, got->data<float>(),
+                          ws->data<float>(), bi_->stream(), v.pdl, v.share, v.tpw, v.fast, v.wide,
+                          v.deep, v.fused);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_TRUE(bi_->synchronize().ok());
     *got_h = to_host(*got);
@@ -471,8 +484,10 @@ TEST_F(CudaLinearTcWa, Wa2IsBitwiseLinearTcAtModelShapes) {
           auto got = bi_->alloc(DType::kF32, {M, GN});
           auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
           ASSERT_TRUE(got.ok() && ws.ok());
-          ASSERT_EQ(cudaMemset(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
-          ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4), cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4),
+                    cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
+                    cudaSuccess);
           kernels::WaProjection pr;
           pr.w = dw.w.raw();
           pr.scale = fmt == 0 ? nullptr : dw.scale.raw();
@@ -540,7 +555,8 @@ TEST_F(CudaLinearTcWa, Wa2FusedProjectionsKeepEachWeightsBits) {
         for (int i = 0; i < n; ++i) {
           auto o_i = bi_->alloc(DType::kF32, {M, set.N[i]});
           ASSERT_TRUE(o_i.ok());
-          ASSERT_EQ(cudaMemset(o_i->raw(), 0xFF, static_cast<size_t>(M * set.N[i]) * 4), cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(o_i->raw(), 0xFF, static_cast<size_t>(M * set.N[i]) * 4),
+                    cudaSuccess);
           outs.push_back(*o_i);
           pr[i].w = dw[i].w.raw();
           pr[i].scale = fmt == 0 ? nullptr : dw[i].scale.raw();
@@ -555,7 +571,7 @@ TEST_F(CudaLinearTcWa, Wa2FusedProjectionsKeepEachWeightsBits) {
         const int64_t wsf = std::max<int64_t>(1, kernels::linear_tc_wa2_workspace_floats(pr.data(), n, M, K));
         auto ws = bi_->alloc(DType::kF32, {wsf});
         ASSERT_TRUE(ws.ok());
-        ASSERT_EQ(cudaMemset(ws->raw(), 0xFF, static_cast<size_t>(wsf) * 4), cudaSuccess);
+        ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(wsf) * 4), cudaSuccess);
         ASSERT_TRUE(kernels::linear_tc_wa2(fmt, pr.data(), n, set.f == Fmt::kFp8F32Scale, M, K, hw[0].block_rows,
                                            hw[0].block_cols, ws->data<float>(), bi_->stream(), o));
         ASSERT_EQ(cudaGetLastError(), cudaSuccess);
@@ -601,7 +617,8 @@ TEST_F(CudaLinearTcWa, BackendLinearMultiKeepsLinearTcBits) {
     for (int i = 0; i < n; ++i) {
       auto o = bi_->alloc(DType::kF32, {M, list[i].N});
       ASSERT_TRUE(o.ok());
-      ASSERT_EQ(cudaMemset(o->raw(), 0xFF, static_cast<size_t>(M * list[i].N) * 4), cudaSuccess);
+      ASSERT_EQ(testing::memset_sync(o->raw(), 0xFF, static_cast<size_t>(M * list[i].N) * 4),
+                cudaSuccess);
       outs.push_back(*o);
     }
     for (int i = 0; i < n; ++i) {

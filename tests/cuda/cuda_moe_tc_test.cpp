@@ -36,6 +36,7 @@
 #include "backend/cuda/moe_tc.h"
 #include "backend/cuda/runtime.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 #include "random_experts.h"
 
 namespace deepinfer::cuda {
@@ -155,7 +156,7 @@ class CudaMoeTc : public ::testing::Test {
     const int64_t slots = static_cast<int64_t>(ids.size()), E = ex.E, N = ex.N, K = ex.K;
     DeviceBuffer dx = upload(x), dids = upload(ids);
     DeviceBuffer flag = dev_alloc(4);
-    ASSERT_EQ(cudaMemset(flag.data(), 0, 4), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(flag.data(), 0, 4), cudaSuccess);
     // Groupings with 64-row tiles (v1 and every v2 variant) and 32-row tiles (v2's decode kernel).
     DeviceBuffer grp[2];
     int32_t *perm[2], *row_off[2], *tile_off[2];
@@ -322,7 +323,7 @@ TEST_F(CudaMoeTc, V3TokenBitsDoNotDependOnTheBatch) {
     const int64_t slots = static_cast<int64_t>(ids.size()), x_rows = slots / k;
     EXPECT_TRUE(kernels::moe_tc_supported(2, nullptr, slots, E, K, true, 32, 64));
     DeviceBuffer dx = upload(x), dids = upload(ids), flag = dev_alloc(4);
-    EXPECT_EQ(cudaMemset(flag.data(), 0, 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(flag.data(), 0, 4), cudaSuccess);
     DeviceBuffer grp = dev_alloc((slots + 2 * (E + 1)) * 4);
     auto* perm = static_cast<int32_t*>(grp.data());
     kernels::moe_group(static_cast<const int32_t*>(dids.data()), slots, E, 64, perm, perm + slots,

@@ -895,7 +895,8 @@ TEST_F(CudaOps, MoeExpertsInPlaceMatchGroupedCpu) {
   ASSERT_TRUE(gpu_->prepare_experts(gpu_set).ok());
   ASSERT_TRUE((*bi)->prepare_experts(bi_set).ok());
   ASSERT_NE(gpu_set.prepared, nullptr);
-  for (int64_t S : {1, 7}) {
+  // S = 100: 200 slots, the default mode's host-grouping fallback on the device.
+  for (int64_t S : {1, 7, 100}) {
     Tensor x = randn({S, H}), ids = randint({S, k}, 0, E - 1), w = randn({S, k});
     Tensor out = randn({S, H});
     Tensor want = out.clone();
@@ -903,11 +904,25 @@ TEST_F(CudaOps, MoeExpertsInPlaceMatchGroupedCpu) {
     auto dx = on_device(x), dids = on_device(ids), dw = on_device(w);
     for (auto [be, set] : {std::pair<CudaBackend*, backend::ExpertSet*>{gpu_.get(), &gpu_set},
                            {bi->get(), &bi_set}}) {
+      // Session 13, moe_experts_set: whatever out holds (random values, a NaN), the bits of
+      // moe_experts into zeros; then a plain moe_experts adds again (the mode does not leak).
+      Tensor zeros = Tensor::empty(DType::kF32, {S, H});
+      std::memset(zeros.raw(), 0, zeros.nbytes());
+      auto dzero = on_device(zeros);
+      ASSERT_TRUE(be->moe_experts(dx.dev, dids.dev, dw.dev, *set, 7.0f, dzero.dev).ok());
+      Tensor junk = randn({S, H});
+      junk.data<float>()[S * H / 2] = std::nanf("");
+      auto dset = on_device(junk);
+      Status st = be->moe_experts_set(dx.dev, dids.dev, dw.dev, *set, 7.0f, dset.dev);
+      ASSERT_TRUE(st.ok()) << st.to_string();
       auto dout = on_device(out);
-      Status st = be->moe_experts(dx.dev, dids.dev, dw.dev, *set, 7.0f, dout.dev);
+      st = be->moe_experts(dx.dev, dids.dev, dw.dev, *set, 7.0f, dout.dev);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_TRUE(be->synchronize().ok());
       expect_close("moe_experts", want, dout, 1e-5);
+      const Tensor set_h = to_host(dset), zero_h = to_host(dzero);
+      EXPECT_EQ(0, std::memcmp(set_h.raw(), zero_h.raw(), set_h.nbytes()))
+          << "moe_experts_set vs moe_experts into zeros, S = " << S << " seed " << seed_;
     }
   }
   // A bad expert id is reported by synchronize(), naming the error.

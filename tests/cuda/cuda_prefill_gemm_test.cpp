@@ -40,6 +40,7 @@
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/runtime.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 #include "random_experts.h"
 
 namespace deepinfer::cuda {
@@ -373,7 +374,7 @@ class CudaPrefillExperts : public CudaPrefillGemm {
                 int64_t x_div, const std::vector<int32_t>& ids, bool compare_old, int expect_flag) {
     const int64_t slots = static_cast<int64_t>(ids.size()), E = W.count, N = W.R, K = W.K;
     DeviceBuffer dx = upload(x), dids = upload(ids), eflag = dev_alloc(4);
-    ASSERT_EQ(cudaMemset(eflag.data(), 0, 4), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(eflag.data(), 0, 4), cudaSuccess);
     const int tile_rows = kernels::moe_tc_tile_rows(slots, E);
     DeviceBuffer grp = dev_alloc(static_cast<size_t>(slots + 2 * (E + 1)) * 4);
     auto* perm = static_cast<int32_t*>(grp.data());
@@ -398,7 +399,7 @@ class CudaPrefillExperts : public CudaPrefillGemm {
       const int64_t x_rows = static_cast<int64_t>(x.size()) / K;
       DeviceBuffer terms = dev_alloc(static_cast<size_t>(3 * x_rows * K) * 2);
       DeviceBuffer out = dev_alloc(static_cast<size_t>(slots * N) * 4);
-      ASSERT_EQ(cudaMemset(out.data(), 0, slots * N * 4), cudaSuccess);
+      ASSERT_EQ(testing::memset_sync(out.data(), 0, slots * N * 4), cudaSuccess);
       kernels::moe_tc_split_terms(static_cast<const float*>(dx.data()), x_rows, K,
                                   static_cast<uint16_t*>(terms.data()), s());
       kernels::moe_tc_experts(kernels::moe_tc_variant(), static_cast<const uint16_t*>(terms.data()),
@@ -424,7 +425,7 @@ class CudaPrefillExperts : public CudaPrefillGemm {
       p.scale_f32 = W.f32;
       p.N = N, p.K = K, p.br = W.br, p.bc = W.bc;
       DeviceBuffer out = dev_alloc(static_cast<size_t>(slots * N) * 4);
-      ASSERT_EQ(cudaMemset(out.data(), 0, slots * N * 4), cudaSuccess);
+      ASSERT_EQ(testing::memset_sync(out.data(), 0, slots * N * 4), cudaSuccess);
       p.out = static_cast<float*>(out.data());
       ASSERT_TRUE(prefill::experts_supported(W.fmt, p.x, true, N, K, W.bc));
       const prefill::ExpertsPlan plan = prefill::plan_experts(p, m.chunk);

@@ -8,6 +8,7 @@
 #include "backend/cuda/dequant.h"
 #include "backend/cuda/runtime.h"
 #include "common/dtypes.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -49,7 +50,7 @@ TEST(CudaRuntime, PoolAllocatesAndRunsOutCleanly) {
   void* a = (*pool)->allocate(600 << 10);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ((*pool)->allocate(600 << 10), nullptr);  // full: no crash, no exception
-  ASSERT_EQ(cudaMemset(a, 0x5A, 600 << 10), cudaSuccess);
+  ASSERT_EQ(testing::memset_sync(a, 0x5A, 600 << 10), cudaSuccess);
   (*pool)->free(a);
   EXPECT_NE((*pool)->allocate(1 << 20), nullptr);
 }

@@ -39,6 +39,7 @@
 #include "common/env.h"
 #include "device_pair.h"
 #include "host_weights.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -98,7 +99,7 @@ class CudaSkinnyMma : public ::testing::Test {
                          bool pdl = true) {
     DeviceBuffer out = std::move(DeviceBuffer::allocate(std::max<int64_t>(M * h.N, 4) * 4)).value();
     DeviceBuffer ws = std::move(DeviceBuffer::allocate(kernels::skinny_workspace_bytes(M, h.K))).value();
-    EXPECT_EQ(cudaMemset(out.data(), 0xFF, M * h.N * 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(out.data(), 0xFF, M * h.N * 4), cudaSuccess);
     EXPECT_TRUE(kernels::skinny_linear(h.kfmt(), dx, h.dw.data(), h.scale(), h.f32(), M, h.N, h.K, h.br,
                                        h.fmt == 0 ? 1 : h.bc, static_cast<float*>(out.data()), ws.data(),
                                        nullptr, pdl, o));

@@ -24,6 +24,7 @@
 #include "backend/cuda/pdl_config.h"
 #include "backend/cuda/runtime.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 #include "pdl_producer.h"
 
 namespace deepinfer::cuda {
@@ -68,7 +69,7 @@ class CudaSmallPdl : public ::testing::Test {
       ASSERT_EQ(cudaMemcpy(in, input.data(), n_in * 4, cudaMemcpyHostToDevice), cudaSuccess);
       for (const Out& o : outs) {  // (an op in place reads its output: that one keeps the input)
         if (o.p != in) {
-          ASSERT_EQ(cudaMemset(o.p, 0x7F, o.bytes), cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(o.p, 0x7F, o.bytes), cudaSuccess);
         }
       }
       if (!out_init.empty()) {
@@ -177,7 +178,7 @@ TEST_F(CudaSmallPdl, NormsRopeAndElementwiseWaitForTheirInputs) {
 TEST_F(CudaSmallPdl, MoeCopiesTopkPoolAndHcExpandWaitForTheirInputs) {
   const int64_t E = 256, k = 6, H = 4096;
   int32_t* err = static_cast<int32_t*>(device_bytes(16));
-  ASSERT_EQ(cudaMemset(err, 0, 16), cudaSuccess);
+  ASSERT_EQ(testing::memset_sync(err, 0, 16), cudaSuccess);
   for (int64_t S : {1, 16}) {
     const std::string at = " S=" + std::to_string(S);
     // Router: sigmoid scoring with a bias; ids and weights compared.

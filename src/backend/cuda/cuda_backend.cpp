@@ -120,6 +120,11 @@ struct CudaBackend::State {
   bool capturing = false;
   std::shared_ptr<TensorCache> capture_cache = nullptr;
   std::string capture_refused = std::string();
+  // Small downloads (session 13): the data and the error flag land here by two asynchronous
+  // copies and one stream sync (a pageable copy blocks until it lands: a second round trip).
+  PinnedBuffer staging = PinnedBuffer();
+  // moe_experts_set in progress: the next combine_slots writes its out (starts from +0).
+  bool combine_set = false;
 };
 
 // A captured decode segment: the executable graph and the cache its tensors came from (kept
@@ -185,11 +190,16 @@ Status CudaBackend::synchronize() {
   DI_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&code, st_->error_flag.data(), 4, cudaMemcpyDeviceToHost, stream()));
   DI_RETURN_IF_ERROR(st_->stream.synchronize());
-  if (code != kernels::kErrNone) {
-    DI_CUDA_RETURN_IF_ERROR(cudaMemset(st_->error_flag.data(), 0, 4));
-    return OutOfRange(std::string("cuda backend: ") + kernels::error_code_name(code));
-  }
+  if (code != kernels::kErrNone) return clear_error_flag(code);
   return OkStatus();
+}
+
+// The flag is reset on the backend's stream: a plain cudaMemset runs on the legacy default stream,
+// which a non-blocking stream does not wait for, so the next flag read could still see the old
+// code (session 13: an error reported twice, cuda_attention_fd_test).
+Status CudaBackend::clear_error_flag(int32_t code) {
+  DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(st_->error_flag.data(), 0, 4, stream()));
+  return OutOfRange(std::string("cuda backend: ") + kernels::error_code_name(code));
 }
 
 StatusOr<Tensor> CudaBackend::alloc(DType dtype, backend::Shape shape) {
@@ -306,9 +316,30 @@ Status CudaBackend::download(const Tensor& src, Tensor& host) {
                            " differ in dtype or element count");
   if (host.on_device()) return InvalidArgument("download: destination " + host.describe() + " is on the device");
   if (st_->capturing) return refuse_in_capture("download");
-  if (src.nbytes() > 0)
-    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), src.raw(), src.nbytes(),
+  // Up to kStagedDownloadBytes (the sampled ids of a step, flags, counts): the data and the error
+  // flag through the pinned staging buffer, one round trip (session 13 trace: the ids' pageable
+  // copy and then the flag's cost two, ~12-17 us of idle device per decode step).
+  constexpr uint64_t kStagedDownloadBytes = 64 << 10;
+  const uint64_t n = src.nbytes();
+  if (n > 0 && n <= kStagedDownloadBytes) {
+    const uint64_t flag_at = (n + 15) / 16 * 16;
+    if (st_->staging.size() < flag_at + 16) {
+      DI_ASSIGN_OR_RETURN(st_->staging, PinnedBuffer::allocate(kStagedDownloadBytes + 16));
+    }
+    auto* base = static_cast<uint8_t*>(st_->staging.data());
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, src.raw(), n, cudaMemcpyDeviceToHost, stream()));
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + flag_at, st_->error_flag.data(), 4,
                                             cudaMemcpyDeviceToHost, stream()));
+    DI_RETURN_IF_ERROR(st_->stream.synchronize());
+    std::memcpy(host.raw(), base, n);
+    int32_t code = 0;
+    std::memcpy(&code, base + flag_at, 4);
+    if (code != kernels::kErrNone) return clear_error_flag(code);
+    return OkStatus();
+  }
+  if (n > 0)
+    DI_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host.raw(), src.raw(), n, cudaMemcpyDeviceToHost, stream()));
   return synchronize();
 }
 
@@ -646,7 +677,8 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
         kernels::linear_tc_wa(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
                               w.block_rows, w.block_cols, k_split, o, wsp, stream(),
                               small_sel != "w1", small_sel != "w2", 2, small_sel == "w3",
-                              fmt == 0 && GN * K >= (int64_t{16} << 20));
+                              fmt == 0 && GN * K >= (int64_t{16} << 20), false,
+                              rows == 1 && env().wa_fused_reduce);
       else if (small)
         kernels::linear_tc_small(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
                                  w.block_rows, w.block_cols, k_split, o, wsp, stream(),
@@ -984,6 +1016,28 @@ Status CudaBackend::prepare_experts(backend::ExpertSet& experts) {
   return OkStatus();
 }
 
+Status CudaBackend::moe_experts_set(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                    const backend::ExpertSet& experts, float swiglu_limit,
+                                    Tensor& out) {
+  st_->combine_set = true;
+  const Status s = moe_experts(x, ids, weights, experts, swiglu_limit, out);
+  st_->combine_set = false;
+  return s;
+}
+
+// Backend's host grouping (adds into out): under moe_experts_set, out is zero-filled first.
+Status CudaBackend::moe_experts_host_grouped(const Tensor& x, const Tensor& ids,
+                                             const Tensor& weights,
+                                             const backend::ExpertSet& experts, float swiglu_limit,
+                                             Tensor& out) {
+  if (st_->combine_set) {
+    st_->combine_set = false;
+    if (out.nbytes() > 0)
+      DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream()));
+  }
+  return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+}
+
 Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                 const backend::ExpertSet& experts, float swiglu_limit,
                                 Tensor& out) {
@@ -992,7 +1046,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "ids", ids, DType::kI32, 2));
   const int64_t S = x.dim(0), H = x.dim(1), k = ids.dim(1), slots = S * k;
   if (t == nullptr || t->gate_up.K != H || t->down.N != H || t->gate_up.N != 2 * t->down.K)
-    return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out);
   // Tensor cores for every slot count when both projections allow it (the grouped GEMM's bits do
   // not depend on the batch, so --batch-invariant uses it too); else the per-slot weight-only
   // kernel (small batches, --batch-invariant) or the host grouping.
@@ -1004,7 +1058,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       kernels::experts_tc_supported(t->down.fmt, x.data<float>(), slots, E_all, t->down.K,
                                     t->down.s.size() > 0, t->down.bc);
   if (!tc_experts && !st_->batch_invariant && slots > 128)
-    return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out);
   // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk
   // loaded once for both) reads the picked experts at higher bandwidth than the grouped GEMM's
   // one-row tiles (H200, FP4 top-6, batch 1: 229 vs 383 µs with one row per warp).
@@ -1197,6 +1251,10 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       if (experts_kernel == "x2") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 2);
       if (experts_kernel == "x3") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 3);
       if (experts_kernel == "x4") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
+      // Session 13 (helper experts1): x5..x9 = auto with that mode's batch-1 variant up to 8 slots.
+      if (experts_kernel.size() == 2 && experts_kernel[0] == 'x' && experts_kernel[1] >= '5' &&
+          experts_kernel[1] <= '9')
+        return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, experts_kernel[1] - '0');
       if (experts_kernel == "c") {  // session 8's per-projection pick from bench_ops alone
         if (slots > 128) return kernels::kExpertsMmaV1;
         return gate_up || slots > 8 ? kernels::kExpertsMmaV3 : kernels::kExpertsMmaV2Regs;
@@ -1463,8 +1521,10 @@ Status CudaBackend::combine_slots(const Tensor& slot_out, const Tensor& weights,
     return InvalidArgument("combine_slots: weights must be F32 with S·k = " + std::to_string(S * k) +
                            " elements; got " + weights.describe());
   if (out.dtype() != DType::kF32) return InvalidArgument("combine_slots: out must be F32; got " + out.describe());
+  const bool set = st_->combine_set;  // moe_experts_set: out = the sum (from +0)
+  st_->combine_set = false;
   kernels::combine_slots(slot_out.data<float>(), weights.data<float>(), S, k, H, out.data<float>(),
-                         stream());
+                         stream(), set);
   return launched("combine_slots");
 }
 

@@ -83,6 +83,11 @@ class CudaBackend : public backend::Backend {
   Status moe_experts(const backend::Tensor& x, const backend::Tensor& ids,
                      const backend::Tensor& weights, const backend::ExpertSet& experts,
                      float swiglu_limit, backend::Tensor& out) override;
+  // Session 13: the paths that end in combine_slots write out (the kernel starts from +0 instead of
+  // reading out: no memset node); the host-grouping fallback fills out with zeros first.
+  Status moe_experts_set(const backend::Tensor& x, const backend::Tensor& ids,
+                         const backend::Tensor& weights, const backend::ExpertSet& experts,
+                         float swiglu_limit, backend::Tensor& out) override;
   Status prepare_experts(backend::ExpertSet& experts) override;
   Status rms_norm(const backend::Tensor& x, const backend::Tensor* weight, float eps,
                   backend::Tensor& out) override;
@@ -183,6 +188,12 @@ class CudaBackend : public backend::Backend {
                           backend::Tensor* next_overlap_gate) override;
 
  private:
+  // Resets the device error flag (stream-ordered) and returns code's OutOfRange.
+  Status clear_error_flag(int32_t code);
+  // Backend::moe_experts (host grouping, adds into out); under moe_experts_set out is zeroed first.
+  Status moe_experts_host_grouped(const backend::Tensor& x, const backend::Tensor& ids,
+                                  const backend::Tensor& weights, const backend::ExpertSet& experts,
+                                  float swiglu_limit, backend::Tensor& out);
   struct State;
   explicit CudaBackend(std::unique_ptr<State> state);
   Status launched(const char* op);  // checks the launch of the op just queued

@@ -160,8 +160,9 @@ void gather_rows(const float* table, const int32_t* ids, int64_t rows_out, int64
 // out[ids[i]] += w[i] · src[i], in order of i (deterministic: one thread per column).
 // out[s, c] += w[s·k + j] · slot_out[s·k + j, c] for j = 0..k−1 in order: scatter_add_rows with
 // owner s = i / k, element for element (one thread per (s, c) instead of one per column).
-void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H, float* out,
-                   cudaStream_t s);
+// overwrite: the running sum starts from +0 instead of out (the bits of a zero-filled out).
+void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H,
+                   float* out, cudaStream_t s, bool overwrite = false);
 void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int64_t M,
                       int64_t N, int64_t H, float* out, int32_t* error_flag, cudaStream_t s);
 // Batch-invariant grouped GEMM (backend.h matmul semantics): out [M, G·N], x [M, G·K],

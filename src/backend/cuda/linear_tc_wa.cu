@@ -24,6 +24,30 @@ bool linear_tc_wa_supported(int fmt, const void* w, const float* x, int64_t M, i
 
 namespace {
 
+// Tile counters of the fused split reduction (zero at module load; each tile's last CTA resets
+// its counter to 0).
+constexpr int kWa2Counters = 1 << 15;
+__device__ unsigned g_wa2_counters[kWa2Counters];
+
+unsigned* wa2_counters() {
+  static unsigned* addr[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (dev < 0 || dev >= 64) return nullptr;
+  if (addr[dev] == nullptr) {
+    void* a = nullptr;
+    if (cudaGetSymbolAddress(&a, g_wa2_counters) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    addr[dev] = static_cast<unsigned*>(a);
+  }
+  return addr[dev];
+}
+
 // Ring depth and slot size: a slot = BN weight rows × the padded 64-byte pitch + M fp32 x rows
 // of the slot's k; as many slots (2..kMaxSlots) as fit in ~56 KB (4 CTAs per SM, the launch
 // bounds' register budget) after the barriers and, with the shared x split, the term buffer
@@ -109,9 +133,9 @@ __global__ void decode_table_kernel(uint32_t* out) {
 
 void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
                   int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
-                  int64_t block_cols, int64_t k_split, float* out, float* workspace,
-                  cudaStream_t s, bool pdl, bool share_x, int tiles_per_warp, bool fast_e4m3,
-                  bool wide, bool deep) {
+                  int64_t block_cols, int64_t k_split, float* out, float* workspace, cudaStream_t s,
+                  bool pdl, bool share_x, int tiles_per_warp, bool fast_e4m3, bool wide, bool deep,
+                  bool fused_reduce) {
   if (M == 0 || N == 0 || G == 0) return;
   const int tpw = tiles_per_warp == 1 ? 1 : 2;
   const int64_t splits = (K + k_split - 1) / k_split;
@@ -120,10 +144,14 @@ void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, boo
                        workspace);
   const int64_t bn = tcw::kWarps * tpw * 16;
   const dim3 grid(static_cast<unsigned>(G * ((N + bn - 1) / bn)), static_cast<unsigned>(splits));
+  if (fused_reduce && splits > 1 && grid.x <= static_cast<unsigned>(kWa2Counters)) {
+    a.counters = wa2_counters();  // shared with wa2: launches in stream order touch them in turn
+    a.final_out = out;
+  }
   if (fmt == 0) launch_fmt<0>(a, M, grid, s, pdl, share_x, tpw, false, wide, false);
   else if (fmt == 1) launch_fmt<1>(a, M, grid, s, pdl, share_x, tpw, fast_e4m3, false, deep);
   else launch_fmt<2>(a, M, grid, s, pdl, share_x, tpw, false, false, false);
-  if (splits > 1) {
+  if (splits > 1 && a.counters == nullptr) {
     const int64_t n = M * G * N;
     pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,
                 static_cast<const float*>(workspace), splits, n, out);
@@ -182,30 +210,6 @@ void linear_tc_wa_decode_table(uint32_t* out, cudaStream_t s) {
 // ---- Session 10: wa2 ------------------------------------------------------------------------------
 
 namespace {
-
-// Tile counters of the fused split reduction (zero at module load; each tile's last CTA resets
-// its counter to 0).
-constexpr int kWa2Counters = 1 << 15;
-__device__ unsigned g_wa2_counters[kWa2Counters];
-
-unsigned* wa2_counters() {
-  static unsigned* addr[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  if (dev < 0 || dev >= 64) return nullptr;
-  if (addr[dev] == nullptr) {
-    void* a = nullptr;
-    if (cudaGetSymbolAddress(&a, g_wa2_counters) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    addr[dev] = static_cast<unsigned*>(a);
-  }
-  return addr[dev];
-}
 
 int wa2_num_sms() {
   static int n[64] = {};

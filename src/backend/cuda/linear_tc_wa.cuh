@@ -90,6 +90,11 @@ struct WaArgs {
   int32_t slots = 2;            // ring depth D (2..kMaxSlots)
   int32_t slot_bytes = 0;       // bytes per slot (weights, then x), a multiple of 128
   int32_t x_pitch = 0;          // bytes per x row in a slot (kSK·4 + 16)
+  // Session 13, the split sums in the kernel (splits > 1 only): counters [G·ntiles] zero between
+  // launches (the last CTA of a tile resets its own), final [M, G·N] the product. Null: the
+  // caller launches tcr::split_reduce_pdl.
+  unsigned* counters = nullptr;
+  float* final_out = nullptr;
 };
 
 // mbarrier wrappers and linear_tc's x split into terms: tc_ring.cuh (shared with linear_tc_small).
@@ -469,6 +474,40 @@ wa_kernel(const WaArgs p) {
   // acc → out (or split plane blockIdx.y of the workspace): token nt·8 + 2q + jj, weight row
   // wrow0 + 16·tt + g + 8h.
   store_acc<kTPW, NT>(p.out + blockIdx.y * p.split_stride + grp * N, p.ldo, M, wrow0, N, g, q, acc);
+  if (p.counters != nullptr && gridDim.y > 1) {
+    // The last CTA of this (group, tile) to get here sums the tile's splits: v = ws[0]; v = v +
+    // ws[z], z ascending — tcr::split_reduce_pdl's adds, so the same bits as the separate launch.
+    __shared__ int last_flag;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      const unsigned old = atomicAdd(p.counters + blockIdx.x, 1u);
+      const int last = old + 1 == gridDim.y;
+      if (last) atomicExch(p.counters + blockIdx.x, 0u);
+      last_flag = last;
+    }
+    __syncthreads();
+    if (last_flag) {
+      __threadfence();
+      const int64_t rows = (N - n0 < BN ? N - n0 : BN);
+      const int64_t splits = gridDim.y;
+      for (int64_t e = tid; e < M * rows; e += kThreads) {
+        const int64_t off = (e / rows) * p.ldo + grp * N + n0 + e % rows;
+        float v = 0.f;
+#pragma unroll 1
+        for (int64_t z0 = 0; z0 < splits; z0 += 16) {
+          float t[16];
+#pragma unroll
+          for (int u = 0; u < 16; ++u)
+            t[u] = z0 + u < splits ? __ldcg(p.out + (z0 + u) * p.split_stride + off) : 0.f;
+#pragma unroll
+          for (int u = 0; u < 16; ++u)
+            if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
+        }
+        p.final_out[off] = v;
+      }
+    }
+  }
 }
 
 }  // namespace deepinfer::cuda::kernels::tcw

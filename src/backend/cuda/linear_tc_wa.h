@@ -32,11 +32,14 @@ bool linear_tc_wa_supported(int fmt, const void* w, const float* x, int64_t M, i
 // and x split per CTA): ring slots of 256 bytes per weight row and 2 CTAs per SM instead of 64
 // bytes and 4 (longer DRAM runs: the head). deep (e4m3 only; 128-row CTAs, x split per CTA): 3
 // CTAs per SM with a deeper ring (~72 KB each) instead of 4 (~56 KB). The bits depend on neither.
+// fused_reduce (session 13): the split partials summed by the last CTA of each tile (the same
+// adds, no second launch; tile counters shared with wa2, so launches must be stream-ordered).
 void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, bool scale_f32,
                   int64_t M, int64_t N, int64_t K, int64_t G, int64_t block_rows,
-                  int64_t block_cols, int64_t k_split, float* out, float* workspace,
-                  cudaStream_t s, bool pdl = true, bool share_x = true, int tiles_per_warp = 2,
-                  bool fast_e4m3 = false, bool wide = false, bool deep = false);
+                  int64_t block_cols, int64_t k_split, float* out, float* workspace, cudaStream_t s,
+                  bool pdl = true, bool share_x = true, int tiles_per_warp = 2,
+                  bool fast_e4m3 = false, bool wide = false, bool deep = false,
+                  bool fused_reduce = false);
 
 // For the device test: out [512] (device) ← for every e4m3 code c, out[c] = linear_tc's decode
 // of the pair (c, c) (bf16x2 bits), out[256 + c] = the short decode's.

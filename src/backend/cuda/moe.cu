@@ -178,13 +178,13 @@ __global__ void scatter_add_kernel(const float* src, const int32_t* ids, const f
 
 // The same update as scatter_add_kernel's `out[id] += w[i] * src[i]`, for the rows i = s·k + j
 // of one owner s in order; the running value stays in a register between the k updates.
-__global__ void combine_slots_kernel(const float* src, const float* w, int64_t S, int64_t k, int64_t H,
-                                     float* out) {
+__global__ void combine_slots_kernel(const float* src, const float* w, int64_t S, int64_t k,
+                                     int64_t H, float* out, bool overwrite) {
   pdl::enter();
   const int64_t c = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t s = blockIdx.x;
   if (c >= H || s >= S) return;
-  float acc = out[s * H + c];
+  float acc = overwrite ? 0.f : out[s * H + c];
   for (int64_t j = 0; j < k; ++j) {
     const int64_t i = s * k + j;
     acc += w[i] * src[i * H + c];
@@ -245,12 +245,12 @@ void scatter_add_rows(const float* src, const int32_t* ids, const float* w, int6
                 M, N, H, out, error_flag);
 }
 
-void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H, float* out,
-                   cudaStream_t s) {
+void combine_slots(const float* slot_out, const float* w, int64_t S, int64_t k, int64_t H,
+                   float* out, cudaStream_t s, bool overwrite) {
   if (S <= 0 || H <= 0 || k <= 0) return;
   const dim3 grid(static_cast<unsigned>(S), static_cast<unsigned>((H + 127) / 128));  // H ≤ 8.3 M
   pdl::launch(combine_slots_kernel, grid, 128, 0, s, pdl::small_kernels(), slot_out, w, S, k, H,
-              out);
+              out, overwrite);
 }
 
 void softmax_pool(const float* values, const float* scores, int64_t n, int64_t L, int64_t d,

@@ -124,6 +124,27 @@ DeviceBuffer::~DeviceBuffer() {
   if (p_) cudaFree(p_);
 }
 
+StatusOr<PinnedBuffer> PinnedBuffer::allocate(uint64_t bytes) {
+  PinnedBuffer b;
+  if (bytes == 0) return b;
+  DI_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.p_, bytes));
+  b.n_ = bytes;
+  return b;
+}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFreeHost(p_);
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (p_) cudaFreeHost(p_);
+}
+
 StatusOr<std::unique_ptr<DevicePool>> DevicePool::create(uint64_t bytes, uint64_t alignment) {
   DI_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(bytes));
   return std::unique_ptr<DevicePool>(new DevicePool(std::move(buf), alignment));

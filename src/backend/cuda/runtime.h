@@ -84,6 +84,26 @@ class DeviceBuffer {
   uint64_t n_ = 0;
 };
 
+// One cudaMallocHost'd (page-locked) host region; freed on destruction. Device-to-host copies
+// into it are asynchronous, so several can share one stream sync.
+class PinnedBuffer {
+ public:
+  static StatusOr<PinnedBuffer> allocate(uint64_t bytes);
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  ~PinnedBuffer();
+  void* data() const { return p_; }
+  uint64_t size() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  uint64_t n_ = 0;
+};
+
 // A device memory pool: one cudaMalloc at start (sized by the caller from free memory ×
 // gpu_memory_utilization), sub-allocated with RangeAllocator. allocate() returns nullptr when full.
 class DevicePool {

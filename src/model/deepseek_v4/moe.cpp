@@ -67,11 +67,16 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
   DI_RETURN_IF_ERROR(expert(be, d, w.shared_gate_up, w.shared_down, x, y));
 
   // Routed experts (the backend groups or runs them in place; sums over the k picks in order).
-  DI_ALLOC(routed, be, DType::kF32, {S, d.H});  // zeroed: the CUDA combine adds into it
+  Tensor routed;
   if (ep != nullptr) {  // this rank's slots; rows travel to the rank of their slot and back
+    DI_ALLOC(zeroed, be, DType::kF32, {S, d.H});  // the experts add into it
+    routed = zeroed;
     DI_RETURN_IF_ERROR(ep->forward(be, w.experts, x, expert_ids, expert_w, d.swiglu_limit, routed));
-  } else {
-    DI_RETURN_IF_ERROR(be.moe_experts(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
+  } else {  // written whole (no fill: on a device, no memset node)
+    DI_EMPTY(sum, be, DType::kF32, {S, d.H});
+    routed = sum;
+    DI_RETURN_IF_ERROR(
+        be.moe_experts_set(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
   }
   if (routed_out != nullptr) {  // the caller adds (inside its expand)
     *routed_out = routed;
