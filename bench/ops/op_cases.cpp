@@ -256,7 +256,12 @@ Status attention(Family& f) {
                              {ck::kAttentionFd, 1, " KV bytes [x1]"},
                              {ck::kAttentionFd, 2, " KV bytes [x2]"},
                              {ck::kAttentionFd, 3, " KV bytes [x3]"},
-                             {ck::kAttentionFd, 4, " KV bytes [x4]"}};
+                             {ck::kAttentionFd, 4, " KV bytes [x4]"},
+                             // session 13: attention_x5.cu, one launch (clusters merge the units)
+                             {ck::kAttentionFd, 5, " KV bytes [x5]"},
+                             {ck::kAttentionFd, 6, " KV bytes [x6]"},
+                             {ck::kAttentionFd, 7, " KV bytes [x7]"},
+                             {ck::kAttentionFd, 8, " KV bytes [x8]"}};
     for (const auto& [kernel, variant, suffix] : forced) {
       const std::string op = std::string(kd.name) + suffix;
       if (!f.wanted(op)) continue;
@@ -274,6 +279,113 @@ Status attention(Family& f) {
                 [&] { return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest); });
       ck::set_attention_kernel_override(-1);
       ck::set_attention_fd_variant_override(-1);
+    }
+    // Session 13: x5 with other unit counts ("[x5 units N]": Umax forced to N; "cluster": one
+    // unit per token launched as a cluster of 1, to see what the cluster launch costs), decode
+    // batch <= 16; at batch <= 2 one traced call of x5 / x6 prints the phases of its CTAs
+    // (attention_x5_trace: µs from the CTA's entry, median / max over the CTAs).
+    if (f.p.decode && S <= 16) {
+      struct U5 {
+        int units;
+        bool cluster;
+      };
+      for (const U5 u5 :
+           {U5{1, false}, U5{1, true}, U5{2, false}, U5{4, false}, U5{8, false}, U5{16, false}}) {
+        const std::string op = std::string(kd.name) + " KV bytes [x5 units " +
+                               std::to_string(u5.units) + (u5.cluster ? " cluster]" : "]");
+        if (!f.wanted(op)) continue;
+        ck::set_attention_fd_variant_override(5);
+        ck::set_attention_x5_units_override(u5.units);
+        ck::set_attention_x5_force_cluster(u5.cluster);
+        const ck::AttentionFdPlan plan =
+            ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
+        const std::string shape = cat("q", sh(q.shape()), " nnz ", std::to_string(nnz), " units ",
+                                      std::to_string(plan.grid_units), ", ",
+                                      std::to_string(plan.heads_per_block), " heads");
+        ck::set_attention_kernel_override(ck::kAttentionFd);
+        f.measure(op, shape, kv_bytes, flops, [&] {
+          return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest);
+        });
+        ck::set_attention_kernel_override(-1);
+        ck::set_attention_fd_variant_override(-1);
+        ck::set_attention_x5_units_override(0);
+        ck::set_attention_x5_force_cluster(false);
+      }
+      for (int v : {5, 6}) {
+        const std::string op =
+            std::string(kd.name) + " KV bytes [x" + std::to_string(v) + " trace]";
+        if (S > 2 || !f.wanted(op)) continue;
+        ck::set_attention_fd_variant_override(v);
+        const ck::AttentionFdPlan plan =
+            ck::attention_fd_plan(S, m.heads, longest, sms, /*batch_invariant=*/false);
+        for (const bool flush : {true, false}) {  // L2 flushed before each call / warm
+          ck::set_attention_fd_variant_override(v);
+          ck::set_attention_kernel_override(ck::kAttentionFd);
+          ck::attention_x5_trace(true);  // the last call's stamps remain
+          auto times = f.ctx.time_raw(
+              [&] {
+                return f.ctx.backend().attention(q, kv, kv, off, ids, &sinks, scale, out, longest);
+              },
+              flush);
+          ck::attention_x5_trace(false);
+          ck::set_attention_kernel_override(-1);
+          ck::set_attention_fd_variant_override(-1);
+          std::vector<unsigned long long> tr;
+          const int slots = ck::attention_x5_trace_read(tr);
+          int khz = 0;
+          if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) != cudaSuccess || khz <= 0)
+            khz = 1980000;
+          const int64_t ctas =
+              std::min<int64_t>(256, S * (m.heads / plan.heads_per_block) * plan.grid_units);
+          double med = 0;
+          if (times.ok() && !times->empty()) {
+            std::vector<float> t = *times;
+            std::sort(t.begin(), t.end());
+            med = t[t.size() / 2];
+          }
+          std::printf("%s%s: %s, units %d, %d heads, %lld CTAs traced, call median %.2f us%s\n",
+                      op.c_str(), flush ? " (L2 flushed)" : " (warm)", f.p.name.c_str(),
+                      plan.grid_units, plan.heads_per_block, static_cast<long long>(ctas), med,
+                      times.ok() ? "" : (" " + times.status().to_string()).c_str());
+          if (slots == 0 || !times.ok()) continue;
+          const char* names[] = {"",
+                                 "",
+                                 "pdl wait",
+                                 "cut known",
+                                 "chunk issued",
+                                 "Q split",
+                                 "chunk landed",
+                                 "barrier B",
+                                 "chunks done",
+                                 "state written",
+                                 "cluster sync 1",
+                                 "merge done",
+                                 "exit"};
+          for (int i = 2; i <= 12; ++i) {
+            std::vector<double> d;
+            for (int64_t c = 0; c < ctas; ++c)
+              if (tr[c * slots + i] != 0)
+                d.push_back(1e3 * double(tr[c * slots + i] - tr[c * slots + 1]) / khz);
+            if (d.empty()) continue;
+            std::sort(d.begin(), d.end());
+            std::printf("  %-15s median %7.2f us  max %7.2f us  (%zu CTAs)\n", names[i],
+                        d[d.size() / 2], d.back(), d.size());
+          }
+          unsigned long long g0 = ~0ull, g0max = 0, g1 = 0, g1min = ~0ull;
+          for (int64_t c = 0; c < ctas; ++c) {
+            if (tr[c * slots] == 0 || tr[c * slots + 13] == 0) continue;
+            g0 = std::min(g0, tr[c * slots]);
+            g0max = std::max(g0max, tr[c * slots]);
+            g1 = std::max(g1, tr[c * slots + 13]);
+            g1min = std::min(g1min, tr[c * slots + 13]);
+          }
+          if (g1 > 0)
+            std::printf(
+                "  globaltimer: entries spread %.2f us, first exit %.2f us, last exit %.2f us "
+                "after the first entry\n",
+                1e-3 * double(g0max - g0), 1e-3 * double(g1min - g0), 1e-3 * double(g1 - g0));
+        }
+      }
     }
     // Session 8: other cuts of the default plan (decode, batch <= 16), to calibrate the plan's
     // makespan model: "[fd cut N]" / "[x4 cut N]" = N chunks (16 keys) per unit; session 11:

@@ -83,7 +83,8 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
     kernels::set_attention_fd_chunks_per_unit_override(0);
   }
   const char* name() const { return kVariantNames[variant_]; }
-  static constexpr const char* kVariantNames[] = {"fd", "x1", "x2", "x3", "x4"};
+  static constexpr const char* kVariantNames[] = {"fd", "x1", "x2", "x3", "x4",
+                                                  "x5", "x6", "x7", "x8"};
 
   Tensor randn(Shape s, float scale = 1.f) {
     Tensor t = Tensor::empty(DType::kF32, std::move(s));
@@ -248,7 +249,7 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
     return v;
   }
 
-  int variant_ = 0;  // the split-key variant under test (0: fd, 1: x1, 2: x2, 3: x3, 4: x4)
+  int variant_ = 0;  // the split-key variant under test (0: fd, 1: x1, …, 4: x4, 5..8: x5..x8)
   uint32_t seed_ = 0;
   std::mt19937 rng_;
   std::unique_ptr<CudaBackend> gpu_, gpu_bi_;
@@ -259,7 +260,8 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
   // CSA decode (640 keys = 40 chunks) on 132 SMs: batch 1 is cut into many units, batch 128
   // (one block per SM already) into none; HCA (192 keys) likewise. Under --batch-invariant the
   // target cut is the constant 1 chunk for every batch size, at most 16 units (session 11; was 8
-  // chunks, up to 64 units).
+  // chunks, up to 64 units). (x1 forced: under auto, calls of <= 4 tokens run x5 since session 13.)
+  kernels::set_attention_fd_variant_override(1);
   const auto b1 = kernels::attention_fd_plan(1, 64, 640, 132, false);
   EXPECT_GE(b1.grid_units, 20);
   EXPECT_GT(b1.parts_floats, 0);
@@ -281,6 +283,7 @@ TEST(CudaAttentionFdPlan, SplitsSmallBatchesAndFixesTheCutUnderBatchInvariance) 
   EXPECT_FALSE(kernels::attention_fd_supports(32, 1, 512, 512, true));   // TP-sharded heads
   EXPECT_FALSE(kernels::attention_fd_supports(64, 1, 512, 512, false));  // separate K and V
   EXPECT_FALSE(kernels::attention_fd_supports(64, 2, 512, 512, true));
+  kernels::set_attention_fd_variant_override(-1);
 }
 
 TEST(CudaAttentionFdPlan, TheVariantSwitchReachesThePlan) {
@@ -303,14 +306,28 @@ TEST(CudaAttentionFdPlan, TheVariantSwitchReachesThePlan) {
     EXPECT_EQ(fd.grid_units, x.grid_units);
     EXPECT_EQ(fd.chunks_per_unit, x.chunks_per_unit);
   }
-  for (int removed : {5, 7, -3}) {  // no such variant: back to the environment
+  for (int removed : {9, 11, -3}) {  // no such variant: back to the environment
     kernels::set_attention_fd_variant_override(removed);
-    EXPECT_EQ(kernels::attention_fd_variant(), kernels::attention_fd_plan(1, 64, 640, 132, false).variant);
+    EXPECT_EQ(kernels::attention_fd_variant(),
+              kernels::attention_fd_plan(16, 64, 640, 132, false).variant);
     EXPECT_NE(kernels::attention_fd_variant(), removed);
     if (env().attention_kernel == "auto") {
+      // Session 13: auto runs x5 for calls of <= kFdAutoX5MaxTokens tokens in the default mode,
+      // x1 above and under --batch-invariant.
       EXPECT_EQ(kernels::attention_fd_variant(), 1);
+      for (int64_t S = 1; S <= kernels::kFdAutoX5MaxTokens; ++S) {
+        const auto p = kernels::attention_fd_plan(S, 64, 640, 132, false);
+        EXPECT_EQ(p.variant, 5) << "batch " << S;
+        EXPECT_EQ(p.parts_floats, 0) << "batch " << S;
+        EXPECT_EQ(kernels::attention_fd_plan(S, 64, 640, 132, true).variant, 1) << "batch " << S;
+      }
+      EXPECT_EQ(
+          kernels::attention_fd_plan(kernels::kFdAutoX5MaxTokens + 1, 64, 640, 132, false).variant,
+          1);
     }
   }
+  kernels::set_attention_fd_variant_override(1);  // an explicit x1 stays x1 at batch 1
+  EXPECT_EQ(kernels::attention_fd_plan(1, 64, 640, 132, false).variant, 1);
   kernels::set_attention_fd_variant_override(-1);
 }
 
@@ -326,7 +343,7 @@ TEST(CudaAttentionFdPlan, BatchInvariantCutIsAFunctionOfTheTokensKeyCount) {
     const int64_t per = (chunks + n - 1) / n;
     return std::pair<int64_t, int64_t>{(chunks + per - 1) / per, per};
   };
-  for (int v : {0, 1, 2, 3, 4}) {
+  for (int v : {0, 1, 2, 3, 4, 5, 6, 7, 8}) {  // x5..x8 run x1 under --batch-invariant
     kernels::set_attention_fd_variant_override(v);
     for (int64_t keys : {1, 15, 16, 17, 255, 256, 257, 272, 273, 640, 1500, 3000}) {
       const int64_t chunks = (keys + 15) / 16;
@@ -395,6 +412,138 @@ TEST(CudaAttentionFdPlan, HeadSplitVariantsPickTheHeadsPerBlockAndX1KeepsFdsCut)
   kernels::set_attention_fd_heads_override(0);
   EXPECT_EQ(plan(1, 128, 640, false).heads_per_block, 64);
   kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST(CudaAttentionFdPlan, OneLaunchVariantsCutATokenByItsOwnKeyCount) {
+  // Session 13, x5..x8 (attention_x5.cu, one launch, the units of a token one cluster): no
+  // scratch, 1 chunk per unit, U = min(C, Umax) units for the longest list's C chunks (Umax 8;
+  // x6 16 where the device can schedule a non-portable cluster of 16, else 8), heads per block
+  // 32 for x8, the plan's pick for x5 / x6 / x7 (16 at batch 1), the heads override first;
+  // under --batch-invariant the plan is x1's (that mode keeps its bits).
+  for (int v : {5, 6, 7, 8}) {
+    for (int64_t keys : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{128}, int64_t{176},
+                         int64_t{640}, int64_t{3000}}) {
+      for (int64_t S : {1, 2, 16, 64}) {
+        const std::string tag = "x" + std::to_string(v) + ", " + std::to_string(keys) +
+                                " keys, batch " + std::to_string(S);
+        kernels::set_attention_fd_variant_override(v);
+        const auto p = kernels::attention_fd_plan(S, 64, keys, 132, false);
+        EXPECT_EQ(p.variant, v) << tag;
+        EXPECT_EQ(p.parts_floats, 0) << tag;
+        EXPECT_EQ(p.chunks_per_unit, 1) << tag;
+        const int64_t C = (keys + 15) / 16;
+        if (v == 6) {
+          EXPECT_TRUE(p.grid_units == std::min<int64_t>(C, 16) ||
+                      p.grid_units == std::min<int64_t>(C, 8))
+              << tag << ": " << p.grid_units;
+        } else {
+          EXPECT_EQ(p.grid_units, std::min<int64_t>(C, 8)) << tag;
+        }
+        if (v == 8) EXPECT_EQ(p.heads_per_block, 32) << tag;
+        EXPECT_TRUE(p.heads_per_block == 16 || p.heads_per_block == 32 || p.heads_per_block == 64)
+            << tag << ": " << p.heads_per_block;
+        if (S == 1 && v != 8) EXPECT_EQ(p.heads_per_block, 16) << tag;
+        const auto bi = kernels::attention_fd_plan(S, 64, keys, 132, true);
+        kernels::set_attention_fd_variant_override(1);
+        const auto x1 = kernels::attention_fd_plan(S, 64, keys, 132, true);
+        EXPECT_EQ(bi.variant, 1) << tag;
+        EXPECT_EQ(bi.chunks_per_unit, x1.chunks_per_unit) << tag;
+        EXPECT_EQ(bi.grid_units, x1.grid_units) << tag;
+        EXPECT_EQ(bi.parts_floats, x1.parts_floats) << tag;
+        EXPECT_EQ(bi.heads_per_block, x1.heads_per_block) << tag;
+      }
+    }
+    kernels::set_attention_fd_variant_override(v);
+    for (int h : {16, 32, 64}) {
+      kernels::set_attention_fd_heads_override(h);
+      EXPECT_EQ(kernels::attention_fd_plan(1, 64, 640, 132, false).heads_per_block, h) << "x" << v;
+    }
+    kernels::set_attention_fd_heads_override(0);
+  }
+  kernels::set_attention_fd_variant_override(-1);
+}
+
+TEST_P(CudaAttentionFd, OneLaunchTokenBitsDependOnTheTokenAlone) {
+  // x5..x8: a token's cut is a function of its own key count, the merge of its units runs in
+  // unit order, the Q scales are per head and the K = V scales per row, so its output bits must
+  // be the same alone, in a batch of 24 mixed lists (window-only 128, window + compressed 130 /
+  // 176 / 640, chunk and cluster edges 0 … 257, 1500), reversed, in sub-batches of 4 and 16,
+  // without the max_keys hint, with misaligned q / kv, with 16 / 32 / 64 heads per block, and
+  // run after run (no dependence on timing); within the bound of the double reference.
+  if (variant_ < 5) GTEST_SKIP() << "x5..x8 only";
+  std::vector<int64_t> ns{0, 1, 2, 15, 16, 17, 33, 128, 129, 130, 176, 255, 256, 257, 640, 1500};
+  while (ns.size() < 24) ns.push_back(static_cast<int64_t>(rng_() % 700));
+  std::shuffle(ns.begin(), ns.end(), rng_);
+  Problem p = lengths(64, 2000, ns);
+  const int64_t row = p.nH * kD;
+  const auto all = iota(p.S);
+  std::vector<int64_t> rev(all.rbegin(), all.rend());
+  const Tensor batch = run(*gpu_, p, all, true);
+  expect_close("batch of 24", reference(p, all, true), batch, kBound);
+  const Tensor again = run(*gpu_, p, all, true);
+  EXPECT_EQ(std::memcmp(again.data<float>(), batch.data<float>(), batch.nbytes()), 0)
+      << "second run, seed " << seed_;
+  const Tensor reversed = run(*gpu_, p, rev, true);
+  const Tensor no_hint = run(*gpu_, p, all, true, -1);
+  const Tensor shifted = run(*gpu_, p, all, true, -2, true);
+  const std::vector<int64_t> four{7, 0, 23, 12},
+      sixteen{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 0, 2, 4, 6};
+  const Tensor b4 = run(*gpu_, p, four, true), b16 = run(*gpu_, p, sixteen, true);
+  for (int64_t i = 0; i < p.S; ++i) {
+    const std::string q = "token " + std::to_string(i) + " (" + std::to_string(ns[i]) + " keys)";
+    expect_rows_bitwise(q + " alone", run(*gpu_, p, {i}, true), 0, batch, i, row);
+    expect_rows_bitwise(q + " reversed", reversed, p.S - 1 - i, batch, i, row);
+    expect_rows_bitwise(q + " without the hint", no_hint, i, batch, i, row);
+    expect_rows_bitwise(q + " misaligned", shifted, i, batch, i, row);
+  }
+  for (size_t i = 0; i < four.size(); ++i)
+    expect_rows_bitwise("batch of 4", b4, i, batch, four[i], row);
+  for (size_t i = 0; i < sixteen.size(); ++i)
+    expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
+  for (int h : {16, 32, 64}) {
+    kernels::set_attention_fd_heads_override(h);
+    const Tensor hb = run(*gpu_, p, all, true);
+    EXPECT_EQ(std::memcmp(hb.data<float>(), batch.data<float>(), batch.nbytes()), 0)
+        << h << " heads per block, seed " << seed_;
+  }
+  kernels::set_attention_fd_heads_override(0);
+  if (variant_ == 7 || variant_ == 8) {  // x7 = x5 without PDL, x8 = x5 with 32 heads: x5's bits
+    kernels::set_attention_fd_variant_override(5);
+    const Tensor x5 = run(*gpu_, p, all, true);
+    kernels::set_attention_fd_variant_override(variant_);
+    EXPECT_EQ(std::memcmp(x5.data<float>(), batch.data<float>(), batch.nbytes()), 0)
+        << name() << " vs x5, seed " << seed_;
+  }
+}
+
+TEST_P(CudaAttentionFd, OneLaunchWindowAndCompressedListsAtBatch1_2_16_64) {
+  // x5..x8 at the bench model's decode lists (window only: 128 keys; window + a short context's
+  // compressed entries: 129 (HCA) and 176 (CSA); window + top-512 of 1024: 640) at batches
+  // 1 / 2 / 16 / 64, 64 and 128 heads: within the bound of the double reference, and bitwise
+  // equal run to run.
+  if (variant_ < 5) GTEST_SKIP() << "x5..x8 only";
+  struct Kind {
+    const char* name;
+    int64_t compressed, picks;
+  };
+  for (const Kind k :
+       {Kind{"window only", 0, 0}, Kind{"window + 1 HCA", 1, 1}, Kind{"window + 48 CSA", 48, 48},
+        Kind{"window + 512 of 1024 CSA", 1024, 512}}) {
+    for (int64_t B : {1, 2, 16, 64}) {
+      if (B == 64 && k.compressed > 100) continue;  // the double reference's time
+      const int64_t nH = B == 2 ? 128 : 64;
+      Problem p = decode(B, nH, k.compressed, k.picks);
+      const auto all = iota(B);
+      const bool sinks = B != 16;
+      const std::string tag = std::string(k.name) + ", batch " + std::to_string(B) + ", " +
+                              std::to_string(nH) + " heads";
+      const Tensor got = run(*gpu_, p, all, sinks);
+      expect_close(tag + " vs double", reference(p, all, sinks), got, kBound);
+      const Tensor again = run(*gpu_, p, all, sinks);
+      EXPECT_EQ(std::memcmp(again.data<float>(), got.data<float>(), got.nbytes()), 0)
+          << tag << ": second run, seed " << seed_;
+    }
+  }
 }
 
 TEST_P(CudaAttentionFd, HeadSplitGivesAttentionFdsBits) {
@@ -751,10 +900,11 @@ TEST_P(CudaAttentionFd, ShortAndLongListsMisalignedAndUnderstatedHintMatchDouble
 }
 
 std::string variant_name(const ::testing::TestParamInfo<int>& i) {
-  const char* names[] = {"fd", "x1", "x2", "x3", "x4"};
+  const char* names[] = {"fd", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"};
   return names[i.param];
 }
-INSTANTIATE_TEST_SUITE_P(Variants, CudaAttentionFd, ::testing::Values(0, 1, 2, 3, 4), variant_name);
+INSTANTIATE_TEST_SUITE_P(Variants, CudaAttentionFd, ::testing::Values(0, 1, 2, 3, 4, 5, 6, 7, 8),
+                         variant_name);
 
 }  // namespace
 }  // namespace deepinfer::cuda

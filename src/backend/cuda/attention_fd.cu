@@ -477,6 +477,11 @@ void attention_fd(const float* q, const float* kv, const int32_t* key_offsets,
                   int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                   int32_t* error_flag, cudaStream_t st) {
   if (S * nH == 0) return;
+  if (plan.variant >= 5) {  // one launch per call, clusters merge the units (attention_x5.cu)
+    attention_fd_x5(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, plan, error_flag,
+                    st);
+    return;
+  }
   if (plan.variant == 3 || plan.variant == 4) {  // warp-specialized wgmma kernels (attention_x4.cu)
     attention_fd_x4(q, kv, key_offsets, key_ids, nnz, sinks, S, nH, T, scale, out, parts, plan,
                     error_flag, st);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace deepinfer::cuda::kernels {
 
@@ -78,7 +79,19 @@ void set_attention_fd_chunks_per_unit_override(int n);
 //       warpgroup converts the K = V tiles; x4 also stages its loads by cp.async).
 // attention_fd_plan records the variant in AttentionFdPlan::variant and the heads in
 // heads_per_block.
-constexpr int kFdVariantCount = 5;
+//   5..8 = x5..x8 (session 13, attention_x5.cu): one launch per call — the units of a token are
+//       one thread-block cluster that merges its states through distributed shared memory (no
+//       scratch, no combine kernel); per-head Q and per-row K = V scales; a token of c chunks runs
+//       min(c, Umax) units, so its bits depend on its own inputs only (not on the batch or the
+//       heads per block). x5: Umax 8, heads per block by the plan; x6: Umax 16 (non-portable
+//       clusters, 8 where the device cannot schedule them); x7: x5 launched without PDL (x5's
+//       bits; to measure what PDL costs around a cluster kernel); x8: Umax 8, 32 heads. Under
+//       --batch-invariant they run x1 (the batch-invariant plan's bits).
+constexpr int kFdVariantCount = 9;
+// Session 13: under auto (no override, DEEPINFER_ATTENTION_KERNEL=auto) attention_fd_plan runs x5
+// for calls of at most this many tokens in the default mode (x1 above it and under
+// --batch-invariant); attention_fd_variant() still reports 1 (auto).
+constexpr int64_t kFdAutoX5MaxTokens = 4;
 int attention_fd_variant();
 // Tests and bench_ops: force variant v in-process (0 … 4); any other value (−1 included)
 // returns to the environment's choice.
@@ -100,5 +113,32 @@ void attention_fd_x4(const float* q, const float* kv, const int32_t* key_offsets
                      const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
                      int64_t T, float scale, float* out, float* parts, const AttentionFdPlan& plan,
                      int32_t* error_flag, cudaStream_t s);
+
+// Variants x5..x8 (attention_x5.cu): the same contract without scratch (plan.parts_floats is 0);
+// called by attention_fd when plan.variant is 5..8. plan.grid_units = the cluster size U.
+void attention_fd_x5(const float* q, const float* kv, const int32_t* key_offsets,
+                     const int32_t* key_ids, int64_t nnz, const float* sinks, int64_t S, int64_t nH,
+                     int64_t T, float scale, float* out, const AttentionFdPlan& plan,
+                     int32_t* error_flag, cudaStream_t s);
+// The largest cluster (units per token) x5..x8 may use on this device for blocks of
+// heads_per_block heads, at most `want` (≤ 16): up to 8 always, 16 where the device can schedule
+// a non-portable cluster of 16 (queried once per device).
+int attention_x5_max_units(int want, int heads_per_block);
+// bench_ops only: x5..x8 with plan.grid_units = 1 launched with the cluster attribute all the same
+// (to measure what the cluster launch costs).
+void set_attention_x5_force_cluster(bool on);
+// bench_ops only: x5..x8 with Umax = n (1 … 16; 16 only where the device schedules it) instead of
+// the variant's 8 / 16; 0 returns to the variant's.
+void set_attention_x5_units_override(int n);
+// bench_ops only: phase stamps of the x5 kernel. attention_x5_trace(true) zeroes the record and
+// turns it on (the next launches overwrite it), false turns it off; attention_x5_trace_read copies
+// it out: [256 CTAs (blockIdx.x · gridDim.y + blockIdx.y)][slots], returns the slots per CTA
+// (0 on failure). Slots (thread 0 of the CTA): 0 globaltimer at entry, 1 clock64 at entry,
+// 2 after the PDL wait, 3 the cut known, 4 the first chunk issued, 5 Q split, 6 the first chunk
+// landed, 7 after its barrier B, 8 the unit's chunks done, 9 the state written, 10 after the first
+// cluster barrier, 11 the merge done, 12 after the last barrier, 13 globaltimer at exit
+// (unwritten slots stay 0).
+void attention_x5_trace(bool on);
+int attention_x5_trace_read(std::vector<unsigned long long>& out);
 
 }  // namespace deepinfer::cuda::kernels

@@ -16,6 +16,7 @@ std::atomic<int> g_override{-1};
 std::atomic<int> g_cpu_override{0};  // set_attention_fd_chunks_per_unit_override
 std::atomic<int> g_variant_override{-1};  // set_attention_fd_variant_override
 std::atomic<int> g_heads_override{0};     // set_attention_fd_heads_override
+std::atomic<int> g_x5_units_override{0};  // set_attention_x5_units_override
 
 constexpr int64_t kPartsBudgetFloats = int64_t{16} << 20;  // 64 MiB of scratch per slice
 // Makespan model of the plan (in chunk times): a block costs its chunks plus a block overhead
@@ -98,12 +99,17 @@ int attention_fd_variant() {
   const int o = g_variant_override.load(std::memory_order_relaxed);
   if (o >= 0) return o;
   // Session 11: auto = x1 (head-split blocks, fd's cut: fd's bits; 1.15 vs 1.19 ms per batch-1
-  // step on the H200, equal at 8 / 16); "fd" = the 64-head blocks alone.
+  // step on the H200, equal at 8 / 16); "fd" = the 64-head blocks alone. Session 13: auto runs x5
+  // for calls of <= kFdAutoX5MaxTokens tokens in the default mode (attention_fd_plan).
   const std::string& e = env().attention_kernel;
   if (e == "fd") return 0;
   if (e == "x2") return 2;
   if (e == "x3") return 3;
   if (e == "x4") return 4;
+  if (e == "x5") return 5;
+  if (e == "x6") return 6;
+  if (e == "x7") return 7;
+  if (e == "x8") return 8;
   if (e != "auto" && e != "x1") {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
@@ -123,6 +129,8 @@ void set_attention_fd_heads_override(int h) {
 
 void set_attention_fd_chunks_per_unit_override(int n) { g_cpu_override.store(n > 0 ? n : 0); }
 
+void set_attention_x5_units_override(int n) { g_x5_units_override.store(n > 0 && n <= 16 ? n : 0); }
+
 void set_attention_kernel_override(int mode) {
   const bool known = mode == kAttentionSimt || mode == kAttentionFd || mode == kAttentionAuto;
   g_override.store(known ? mode : -1);
@@ -132,10 +140,58 @@ bool attention_fd_supports(int64_t nH, int64_t nKV, int64_t D, int64_t Dv, bool 
   return nH > 0 && nH % kFdHeads == 0 && nKV == 1 && D == kFdWidth && Dv == kFdWidth && kv_same;
 }
 
+// Session 13, variants x5..x8 (attention_x5.cu, one launch): U = min(C, Umax) units per token
+// (a cluster), 1 chunk per unit up to Umax units; heads per block by the head-split makespan
+// model above (x8: 32 heads; set_attention_fd_heads_override first). The heads never
+// change a bit, so the pick may follow the batch.
+static AttentionFdPlan plan_x5(AttentionFdPlan plan, int64_t S, int64_t nH, int64_t C,
+                               int64_t sms) {
+  const int want = plan.variant == 6 ? 16 : 8;
+  const int forced_heads = g_heads_override.load(std::memory_order_relaxed);
+  int heads = plan.variant == 8 ? 32 : 0;  // x7: x5's pick (launched without PDL)
+  if (forced_heads > 0) heads = forced_heads;
+  const int64_t c = C > 0 ? C : 1;
+  if (heads == 0) {
+    const int64_t blocks64 = S * (nH / kFdHeads);
+    int64_t best = INT64_MAX;
+    for (const HeadCosts& h : kHeadCosts) {
+      const int64_t u = c < want ? c : want;
+      const int64_t cpu = (c + u - 1) / u, units = (c + cpu - 1) / cpu;
+      const int64_t blocks = blocks64 * (kFdHeads / h.heads) * units;
+      const int64_t slots = h.per_sm * sms;
+      const int64_t waves = (blocks + slots - 1) / slots;
+      int64_t wave = cpu * h.chunk + h.overhead;
+      if (h.per_sm > 1 && blocks > sms) wave = wave * 5 / 4;
+      const int64_t cost = waves * wave;
+      if (cost < best || (cost == best && h.heads < heads)) best = cost, heads = h.heads;
+    }
+  }
+  plan.heads_per_block = heads;
+  const int forced_units = g_x5_units_override.load(std::memory_order_relaxed);
+  const int umax = forced_units > 0 ? attention_x5_max_units(forced_units, heads)
+                                    : attention_x5_max_units(want, heads);
+  plan.grid_units = static_cast<int>(c < umax ? c : umax);
+  plan.chunks_per_unit = 1;
+  plan.parts_floats = 0;
+  return plan;
+}
+
 AttentionFdPlan attention_fd_plan(int64_t S, int64_t nH, int64_t max_keys, int num_sms,
                                   bool batch_invariant) {
   AttentionFdPlan plan;
   plan.variant = attention_fd_variant();
+  // Session 13: auto (no override, DEEPINFER_ATTENTION_KERNEL=auto) takes x5 in the default mode
+  // for calls of at most kFdAutoX5MaxTokens tokens (H200: batch-1 step 1.00 vs 1.02-1.04 ms; x5
+  // lost ~1.5 % at 8 / 16), x1 otherwise; --batch-invariant keeps x1's plan.
+  if (plan.variant == 1 && !batch_invariant && S <= kFdAutoX5MaxTokens &&
+      g_variant_override.load(std::memory_order_relaxed) < 0 && env().attention_kernel == "auto")
+    plan.variant = 5;
+  // x5..x8 under --batch-invariant: x1 (that mode's bits stay the batch-invariant plan's).
+  if (plan.variant >= 5 && batch_invariant) plan.variant = 1;
+  if (plan.variant >= 5) {
+    const int64_t C5 = (max_keys + kFdChunkKeys - 1) / kFdChunkKeys;
+    return plan_x5(plan, S, nH, C5, num_sms > 0 ? num_sms : 132);
+  }
   const int64_t C = (max_keys + kFdChunkKeys - 1) / kFdChunkKeys;  // chunks of the longest list
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const bool head_split = plan.variant == 1 || plan.variant == 2;
