@@ -151,7 +151,18 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     // warps, 4 / 3 stages); "xb1t ..." = 20 / 21 (passes of 1 token, 16 warps: 32-row 2 stages,
     // 16-row 3), 22 / 23 (passes of 1 token, 16-row, 12 warps, 4 stages; B copies through L2 only /
     // L1).
-    constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4, kPickS12 = -5;
+    // Session 13 (helper experts1): "xi 16r-12w 3st" = variant 24 (variant 6 with kIlp: per half
+    // stage the 4 blocks' MMAs before their fmas; x5 at <= 8 slots), "xw 16r-12w 3st" / "2st" =
+    // 25 / 26 (kIlpW: the whole stage so, scales decoded per lane; x6 / x7); "xw 16r-12w 3st
+    // early" = 27 (25 with kEarly: one round of loads for the warp's start, the first pass's B
+    // columns before the PDL wait; x8); "x 16r-12w early" = 28 (variant 6 with kEarly), "x 16r-12w
+    // chain" = 29 (+ kChain: launch_dependents after the PDL wait, the x split a PDL launch), "xi
+    // 16r-12w chain" = 30 (24 + kEarly + kChain), "xb2t 32r-12w 2st quick" = 31 (15 with kQuick),
+    // "x 16r-12w 2st chain" = 32 (29 with 2-stage rings).
+    // "x 16r-12w memonly tiled": variant 6's stream with each stage read as 2 KB contiguous bytes
+    // (experts_mma_memonly 3; a probe of a per-stage tiled weight layout).
+    constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4, kPickS12 = -5,
+                  kMemTiled = -6;
     struct Variant {
       int v;
       const char* name;
@@ -168,6 +179,7 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         {kn::kExpertsMmaX64, "experts mma x 64r-8w fp4 "},
         {kMem16, "experts mma x 16r-12w memonly fp4 "},
         {kMem32, "experts mma x 32r-8w memonly fp4 "},
+        {kMemTiled, "experts mma x 16r-12w memonly tiled fp4 "},
         {kn::kExpertsMmaXB3, "experts mma xb 16r-12w 3st fp4 "},
         {kn::kExpertsMmaXB2, "experts mma xb 16r-12w 2st fp4 "},
         {kn::kExpertsMmaXB2L2, "experts mma xb 16r-12w 2st l2 fp4 "},
@@ -183,6 +195,15 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         {kn::kExpertsMmaXB16s3t1, "experts mma xb1t 16r-16w 3st fp4 "},
         {kn::kExpertsMmaXB16s4t1L2, "experts mma xb1t 16r-12w 4st l2 fp4 "},
         {kn::kExpertsMmaXB16s4t1, "experts mma xb1t 16r-12w 4st fp4 "},
+        {kn::kExpertsMmaXI3, "experts mma xi 16r-12w 3st fp4 "},
+        {kn::kExpertsMmaXW3, "experts mma xw 16r-12w 3st fp4 "},
+        {kn::kExpertsMmaXW2, "experts mma xw 16r-12w 2st fp4 "},
+        {kn::kExpertsMmaXW3E, "experts mma xw 16r-12w 3st early fp4 "},
+        {kn::kExpertsMmaXE3, "experts mma x 16r-12w early fp4 "},
+        {kn::kExpertsMmaXC3, "experts mma x 16r-12w chain fp4 "},
+        {kn::kExpertsMmaXIC3, "experts mma xi 16r-12w chain fp4 "},
+        {kn::kExpertsMmaXB32Q, "experts mma xb2t 32r-12w 2st quick fp4 "},
+        {kn::kExpertsMmaXC2, "experts mma x 16r-12w 2st chain fp4 "},
         {kPickAuto, "experts mma pick s7 fp4 "},
         {kPickX1, "experts mma pick s10 fp4 "},
         {kPickS12, "experts mma pick auto fp4 "},
@@ -204,9 +225,12 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         continue;
       }
       auto call = [&]() -> Status {
-        if (var.v == kMem16 || var.v == kMem32) {
-          cuda::kernels::experts_mma_memonly(var.v == kMem16 ? 1 : 2, perm8, perm8 + slots, perm8 + slots + E + 1,
-                                             slots, E, pr.w, pr.w + E, pr.N, pr.K, pr.out, ctx.stream(), t8);
+        if (var.v == kMem16 || var.v == kMem32 || var.v == kMemTiled) {
+          cuda::kernels::experts_mma_memonly(var.v == kMem16   ? 1
+                                             : var.v == kMem32 ? 2
+                                                               : 3,
+                                             perm8, perm8 + slots, perm8 + slots + E + 1, slots, E,
+                                             pr.w, pr.w + E, pr.N, pr.K, pr.out, ctx.stream(), t8);
         } else if (v == 0) {
           cuda::kernels::gemv_experts_v2(pr.in, pr.x_div, perm, row_off, act_off, slots, E, pr.w, pr.w + E,
                                          false, pr.N, pr.K, 1, 32, pr.out, ctx.stream());

@@ -24,6 +24,10 @@
 //    experts_mma_pick_xb / experts_mma_pick_s12 (auto, x1..x3), and in the batch-invariance
 //    configs; experts_mma's zero_bad_ids writes the bad-id slot's rows as +0 and nothing else
 //    differs;
+//  - session 13: the batch-1..8 variants (24..32) memcmp-equal to v3 at V4 shapes and small
+//    layouts (1..8 tokens, both groupings, a token taking one expert twice, bad ids), also as
+//    picked by experts_mma_pick_s12 modes 5..9 ("x5".."x9"; auto's pick above 8 slots except modes
+//    5 and 9: 31 from 9 to 128), zero_bad_ids, and in the batch-invariance configs;
 //  - session 7, --batch-invariant: one token's slot outputs are the same bits (memcmp) when it
 //    runs alone and in batches of 16, 64 and 2048 tokens, at other positions, with its experts
 //    in another order and one of them crowded by other tokens (several passes of 8 tokens), for
@@ -48,6 +52,7 @@
 #include "backend/cuda/runtime.h"
 #include "common/env.h"
 #include "device_pair.h"
+#include "memset_sync.h"
 
 namespace deepinfer::cuda {
 namespace {
@@ -143,7 +148,7 @@ class CudaExpertsMma : public ::testing::Test {
                          int64_t slots, int64_t E, const int32_t* grp, int variant = 0,
                          int64_t tile_rows = 0) {
     DeviceBuffer out = dev_alloc(slots * st.N * 4);
-    EXPECT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
     const auto* tab = static_cast<const void* const*>(st.tables.data());
     const int32_t* perm = grp;
     const int32_t* row_off = perm + slots;
@@ -176,7 +181,7 @@ class CudaExpertsMma : public ::testing::Test {
     DeviceBuffer dids = dev_alloc(slots * 4), grp = dev_alloc((slots + 2 * (E + 1)) * 4),
                  flag = dev_alloc(16), dxb = dev_alloc(x.size() * 4 + 16);
     ASSERT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemset(flag.data(), 0, 16), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(flag.data(), 0, 16), cudaSuccess);
     float* dx = static_cast<float*>(dxb.data()) + x_shift;
     ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     int32_t* g = static_cast<int32_t*>(grp.data());
@@ -329,8 +334,8 @@ class CudaExpertsMma : public ::testing::Test {
                  ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
     EXPECT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemset(flag.data(), 0, 16), cudaSuccess);
-    EXPECT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(flag.data(), 0, 16), cudaSuccess);
+    EXPECT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
     EXPECT_TRUE(kernels::experts_mma_supported(2, slots, E, true, false, true, st.N, st.K, 1, 32));
     int32_t* g = static_cast<int32_t*>(grp.data());
     const int grouping = tile_rows > 0 ? tile_rows : static_cast<int>(std::max<int64_t>(slots, 1));
@@ -367,7 +372,7 @@ class CudaExpertsMma : public ::testing::Test {
     gr.dx = dev_alloc(x.size() * 4);
     ASSERT_EQ(cudaMemcpy(gr.dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(gr.dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemset(gr.flag.data(), 0, 16), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(gr.flag.data(), 0, 16), cudaSuccess);
     auto* p1 = static_cast<int32_t*>(gr.g1.data());
     auto* p8 = static_cast<int32_t*>(gr.g8.data());
     const auto* did = static_cast<const int32_t*>(gr.dids.data());
@@ -630,7 +635,7 @@ TEST_F(CudaExpertsMma, Session12VariantsEqualV3BitForBit) {
         for (int v : {0, kernels::kExpertsMmaXB2T16}) {
           DeviceBuffer out = dev_alloc(slots * st.N * 4);
           DeviceBuffer ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
-          ASSERT_EQ(cudaMemset(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
           const auto* tab = static_cast<const void* const*>(st.tables.data());
           kernels::experts_mma(xp, x_rows, x_div, gr.p8, gr.p8 + slots, gr.p8 + slots + E + 1,
                                slots, E, tab, tab + E, st.N, st.K, ws.data(),
@@ -671,6 +676,149 @@ TEST_F(CudaExpertsMma, Session12VariantsEqualV3BitForBit) {
     }
   }
   std::printf("session 12 variants: %lld runs memcmp-compared with v3\n",
+              static_cast<long long>(compared));
+}
+
+// Session 13 (helper experts1, batch 1..8): the new variants (experts_mma.h, 24..), directly on
+// both groupings (8-row tiles and one tile per expert), and experts_mma_pick_s12's modes 5..9
+// ("x5".."x9") on the grouping the backend uses, equal to v3 (variant 4 on 8-row tiles) on every
+// output element (memcmp, the NaN fill of unwritten elements included) — at V4 shapes for 1, 2, 6
+// and 8 tokens (6 … 48 slots: the modes' own variants up to 8 slots, auto's above) and small
+// layouts (8 experts top-2 with gate_up N = 96, K = 512; 4 experts top-3 with K = 9216 / 4608),
+// with random routing (expert 5 in every token from 2 tokens on: several tokens on one expert, up
+// to 8 rows of a tile), at 1 token one expert taken twice by the token (two slots of one expert),
+// one bad id per batch (−1 or ≥ E, left unwritten) and unaligned x. The modes pick their variant
+// at ≤ 8 slots and auto's (mode 0) above (modes 5 and 9: 31 from 9 to 128 slots). And zero_bad_ids
+// with each new variant: the bad-id slot's rows +0, every other element v3's.
+TEST_F(CudaExpertsMma, Session13VariantsEqualV3BitForBit) {
+  struct Shape {
+    int64_t E, k, gate_n, gate_k, down_n, down_k;
+    std::vector<int64_t> batches;
+  };
+  const Shape shapes[] = {{256, 6, 4096, 4096, 4096, 2048, {1, 2, 6, 8}},
+                          {8, 2, 96, 512, 512, 512, {1, 3, 4}},
+                          {4, 3, 64, 9216, 3072, 4608, {1, 2}}};
+  const int variants[] = {
+      kernels::kExpertsMmaXI3,  kernels::kExpertsMmaXW3,   kernels::kExpertsMmaXW2,
+      kernels::kExpertsMmaXW3E, kernels::kExpertsMmaXE3,   kernels::kExpertsMmaXC3,
+      kernels::kExpertsMmaXIC3, kernels::kExpertsMmaXB32Q, kernels::kExpertsMmaXC2};
+  // mode → the variant it runs at ≤ 8 slots, and from 9 to 128 slots (0: auto's, mode 0's pick).
+  struct Mode {
+    int mode, small, mid;
+  };
+  const Mode modes[] = {{5, kernels::kExpertsMmaXB32Q, kernels::kExpertsMmaXB32Q},
+                        {6, kernels::kExpertsMmaXB32Q, 0},
+                        {7, kernels::kExpertsMmaXC3, 0},
+                        {8, kernels::kExpertsMmaXC2, 0},
+                        {9, kernels::kExpertsMmaXC3, kernels::kExpertsMmaXB32Q}};
+  int64_t compared = 0;
+  for (const Shape& sh : shapes) {
+    const int64_t E = sh.E, k = sh.k;
+    Set gate_up, down;
+    gate_up.P = down.P = std::min<int64_t>(E, 24);
+    gate_up.N = sh.gate_n, gate_up.K = sh.gate_k;
+    down.N = sh.down_n, down.K = sh.down_k;
+    make_set(gate_up, E);
+    make_set(down, E);
+    if (HasFatalFailure()) return;
+    for (int64_t B : sh.batches) {
+      std::vector<int32_t> ids = route(B, k, E, B >= 2 && E > 5);
+      if (B == 1)
+        ids[k - 1] = ids[0];  // one expert twice in the token (k ≥ 3: slot 1 is the bad one)
+      ids[B == 1 ? 1 : (B * k) / 2] = B % 2 ? static_cast<int32_t>(E + 2) : -1;  // one bad id
+      for (int proj = 0; proj < 2; ++proj) {
+        const Set& st = proj == 0 ? gate_up : down;
+        const int64_t x_div = proj == 0 ? k : 1;
+        const int64_t x_rows = proj == 0 ? B : B * k, slots = B * k;
+        const std::vector<float> x = randn(x_rows, st.K, proj == 0 ? 1.f : 0.3f);
+        SCOPED_TRACE(std::string(proj == 0 ? "gate_up" : "down") + " E=" + std::to_string(E) +
+                     " B=" + std::to_string(B) + ", seed " + std::to_string(seed_));
+        std::vector<float> xs(x.size() + 1);  // x one float past a 16-byte boundary
+        std::copy(x.begin(), x.end(), xs.begin() + 1);
+        Grouped gr;
+        group_both(ids, xs, E, gr);
+        if (HasFatalFailure()) return;
+        const float* xp = gr.xp + 1;
+        const int t8 = kernels::kExpertsMmaTileRows;
+        const std::vector<float> v3 =
+            run(true, st, xp, x_rows, x_div, slots, E, gr.p8, kernels::kExpertsMmaV3, t8);
+        auto expect_v3 = [&](const std::vector<float>& out, const std::string& what) {
+          int64_t first = -1, n_diff = 0;
+          for (size_t i = 0; i < v3.size(); ++i)
+            if (std::memcmp(&v3[i], &out[i], 4) != 0) {
+              if (first < 0) first = static_cast<int64_t>(i);
+              ++n_diff;
+            }
+          EXPECT_EQ(first, -1) << what << ": " << n_diff
+                               << " elements differ from v3, first at slot " << first / st.N
+                               << " row " << first % st.N << ": " << (first >= 0 ? out[first] : 0.f)
+                               << " vs " << (first >= 0 ? v3[first] : 0.f);
+          ++compared;
+        };
+        for (int v : variants) {
+          expect_v3(run(true, st, xp, x_rows, x_div, slots, E, gr.p8, v, t8),
+                    "variant " + std::to_string(v) + " on 8-row tiles");
+          expect_v3(run(true, st, xp, x_rows, x_div, slots, E, gr.p1, v),
+                    "variant " + std::to_string(v) + " on one tile per expert");
+        }
+        for (const Mode& md : modes) {
+          const int mode = md.mode;
+          const int picked = kernels::experts_mma_pick_s12(slots, st.K, mode);
+          const int auto_pick = kernels::experts_mma_pick_s12(slots, st.K, 0);
+          EXPECT_EQ(picked, slots <= 8                    ? md.small
+                            : slots <= 128 && md.mid != 0 ? md.mid
+                                                          : auto_pick)
+              << "experts_mma_pick_s12(" << slots << ", mode " << mode << ")";
+          const bool tiles8 = picked != kernels::kExpertsMmaV1;
+          expect_v3(tiles8 ? run(true, st, xp, x_rows, x_div, slots, E, gr.p8, picked, t8)
+                           : run(true, st, xp, x_rows, x_div, slots, E, gr.p1, picked),
+                    "mode " + std::to_string(mode) + " (variant " + std::to_string(picked) + ")");
+        }
+        // zero_bad_ids: the bad-id slot's rows +0 (over the NaN fill), every other element v3's.
+        for (int v : variants) {
+          DeviceBuffer out = dev_alloc(slots * st.N * 4);
+          DeviceBuffer ws = dev_alloc(kernels::experts_mma_workspace_bytes(x_rows, st.K));
+          ASSERT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+          const auto* tab = static_cast<const void* const*>(st.tables.data());
+          kernels::experts_mma(xp, x_rows, x_div, gr.p8, gr.p8 + slots, gr.p8 + slots + E + 1,
+                               slots, E, tab, tab + E, st.N, st.K, ws.data(),
+                               static_cast<float*>(out.data()), nullptr, v, t8,
+                               static_cast<const int32_t*>(gr.dids.data()));
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<float> h(slots * st.N);
+          ASSERT_EQ(cudaMemcpy(h.data(), out.data(), h.size() * 4, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+          int64_t wrong = 0, bad_rows = 0;
+          for (int64_t sl = 0; sl < slots; ++sl) {
+            const bool bad = ids[sl] < 0 || ids[sl] >= E;
+            bad_rows += bad;
+            for (int64_t n = 0; n < st.N; ++n) {
+              const size_t i = static_cast<size_t>(sl * st.N + n);
+              uint32_t u;
+              std::memcpy(&u, &h[i], 4);
+              wrong += bad ? u != 0u : std::memcmp(&h[i], &v3[i], 4) != 0;
+            }
+          }
+          EXPECT_EQ(bad_rows, 1);
+          EXPECT_EQ(wrong, 0) << "zero_bad_ids, variant " << v
+                              << ": elements not +0 (bad-id rows) or not v3's";
+        }
+        // v3 wrote every grouped slot (finite) and left the bad-id slot's NaN fill.
+        int64_t unwritten = 0, bad_written = 0;
+        for (int64_t sl = 0; sl < slots; ++sl) {
+          const bool bad = ids[sl] < 0 || ids[sl] >= E;
+          for (int64_t n = 0; n < st.N; ++n) {
+            const bool fin = std::isfinite(v3[sl * st.N + n]);
+            unwritten += !bad && !fin;
+            bad_written += bad && fin;
+          }
+        }
+        EXPECT_EQ(unwritten, 0);
+        EXPECT_EQ(bad_written, 0);
+      }
+    }
+  }
+  std::printf("session 13 variants: %lld runs memcmp-compared with v3\n",
               static_cast<long long>(compared));
 }
 
@@ -781,6 +929,23 @@ TEST_F(CudaExpertsMma, SlotBitsDoNotDependOnTheBatch) {
       {64, 31, ident, kernels::kExpertsMmaXB16s3t1, t8},
       {1, 0, rev, kernels::kExpertsMmaXB16s4t1L2, 0},
       {2048, 7, rot, kernels::kExpertsMmaXB16s4t1, t8},
+      // session 13: more independent work per stage (variant 6's kernel)
+      {1, 0, rot, kernels::kExpertsMmaXI3, t8},
+      {1, 0, ident, kernels::kExpertsMmaXW3, 0},
+      {16, 3, rev, kernels::kExpertsMmaXW2, t8},
+      {2048, 7, ident, kernels::kExpertsMmaXW3, 0},
+      {64, 31, rot, kernels::kExpertsMmaXW2, 0},
+      {1, 0, rev, kernels::kExpertsMmaXW3E, t8},
+      {2048, 2047, rot, kernels::kExpertsMmaXW3E, t8},
+      {1, 0, ident, kernels::kExpertsMmaXE3, t8},
+      {16, 3, rot, kernels::kExpertsMmaXC3, 0},
+      {1, 0, rev, kernels::kExpertsMmaXIC3, 0},
+      {64, 31, ident, kernels::kExpertsMmaXC3, t8},
+      {1, 0, rot, kernels::kExpertsMmaXB32Q, t8},
+      {16, 3, rev, kernels::kExpertsMmaXB32Q, 0},
+      {2048, 1000, ident, kernels::kExpertsMmaXB32Q, t8},
+      {1, 0, rot, kernels::kExpertsMmaXC2, 0},
+      {64, 0, rev, kernels::kExpertsMmaXC2, t8},
   };
   std::vector<float> ref_gu, ref_dn;  // [k][N] in probe order, from configs[0]
   for (const Config& c : configs) {

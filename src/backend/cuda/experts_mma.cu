@@ -198,6 +198,8 @@ void experts_mma_memonly(int memonly, const int32_t* perm, const int32_t* row_of
   const emma::Args a = weight_args(perm, row_off, act_off, slots, num_experts, w_table, s_table, N, K, 16, out,
                                    tile_rows);
   if (memonly == 2) launch_x<2, 4, 2, true, emmx::kBalanced | emmx::kMemOnly>(a, s);
+  else if (memonly == 3)
+    launch_x<1, 3, 3, false, emmx::kMemOnly | emmx::kTiled>(a, s);
   else launch_x<1, 3, 3, false, emmx::kMemOnly>(a, s);
 }
 
@@ -222,11 +224,20 @@ int experts_mma_pick_s12(int64_t slots, int64_t K, int mode) {
         return kExpertsMmaXB16s3t1;
       case 3:
         return kExpertsMmaXG16s3;
+      case 5:
+      case 6:
+        return kExpertsMmaXB32Q;
+      case 7:
+        return kExpertsMmaXC3;
+      case 8:
+        return kExpertsMmaXC2;
+      case 9:
+        return kExpertsMmaXC3;
       default:
         return kExpertsMmaX16;
     }
   }
-  return kExpertsMmaXB32w12;
+  return mode == 5 || mode == 9 ? kExpertsMmaXB32Q : kExpertsMmaXB32w12;
 }
 
 bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
@@ -261,9 +272,13 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
     zb.out = out;
     zb.N = static_cast<int32_t>(N);
   }
-  emma::split_kernel<<<static_cast<unsigned>(x_rows), 256, 0, s>>>(x, static_cast<int>(K), planes,
-                                                                   x_rows * K, row_exp, zb);
   if (variant < kExpertsMmaV1 || variant > kExpertsMmaLast) variant = kExpertsMmaDefault;
+  // Session 13: the kChain / kQuick variants launch the split as a PDL dependent (it waits for
+  // every earlier kernel before letting the product start; see split_kernel).
+  const bool split_pdl = variant == kExpertsMmaXC3 || variant == kExpertsMmaXIC3 ||
+                         variant == kExpertsMmaXB32Q || variant == kExpertsMmaXC2;
+  pdl::launch(emma::split_kernel, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, split_pdl,
+              x, static_cast<int>(K), planes, x_rows * K, row_exp, zb);
   if (variant == kExpertsMmaX64 && N % 64 != 0) variant = kExpertsMmaX32;  // 64-row items need N % 64
   if (variant == kExpertsMmaXB64 && N % 64 != 0) variant = kExpertsMmaXB32w12;
   // Rows of a warp item (of a work unit: variants 7, 15, 16, 20 cut the warps' ranges in 16-row
@@ -305,6 +320,38 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
     launch_x<4, 2, 2, true, 0>(a, s);
     return;
   }
+  if (variant == kExpertsMmaXI3) {
+    launch_x<1, 3, 3, false, emmx::kIlp>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXW3) {
+    launch_x<1, 3, 3, false, emmx::kIlpW>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXW2) {
+    launch_x<1, 2, 3, false, emmx::kIlpW>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXW3E) {
+    launch_x<1, 3, 3, false, emmx::kIlpW | emmx::kEarly>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXE3) {
+    launch_x<1, 3, 3, false, emmx::kEarly>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXC3) {
+    launch_x<1, 3, 3, false, emmx::kEarly | emmx::kChain>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXC2) {
+    launch_x<1, 2, 3, false, emmx::kEarly | emmx::kChain>(a, s);
+    return;
+  }
+  if (variant == kExpertsMmaXIC3) {
+    launch_x<1, 3, 3, false, emmx::kIlp | emmx::kEarly | emmx::kChain>(a, s);
+    return;
+  }
   constexpr int kP8 = emma::kPassTokens;
   switch (variant) {
     case kExpertsMmaXB3:
@@ -327,6 +374,9 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
       return;
     case kExpertsMmaXB32w12:
       launch_xb<2, 2, 3, emmxb::kBal, 2>(a, s);
+      return;
+    case kExpertsMmaXB32Q:
+      launch_xb<2, 2, 3, emmxb::kBal | emmxb::kQuick, 2>(a, s);
       return;
     case kExpertsMmaXB32w8:
       launch_xb<2, 3, 2, emmxb::kBal, 2>(a, s);

@@ -99,7 +99,11 @@ __global__ void __launch_bounds__(256)
   __shared__ float red[8];
   // Session 7: the product kernel may be launched as a programmatic dependent (experts_mma_v2):
   // let it start now; it waits (griddepcontrol.wait) for this grid before reading the planes.
-  // A no-op when the next launch is an ordinary one.
+  // A no-op when the next launch is an ordinary one. Session 13: this kernel may itself be a PDL
+  // launch (experts_mma's kChain / kQuick variants): wait first (a no-op for an ordinary launch),
+  // so that when the product starts, every earlier kernel (moe_group's routing, which the
+  // product reads before its own wait) has completed.
+  pdl::wait();
   pdl::launch_dependents();
   const int64_t r = blockIdx.x;
   const float* xr = x + r * K;

@@ -86,7 +86,39 @@ constexpr int kExpertsMmaXB16s3t1 = 21;
 // through L2 only (cp.async.cg), 23 through L1.
 constexpr int kExpertsMmaXB16s4t1L2 = 22;
 constexpr int kExpertsMmaXB16s4t1 = 23;
-constexpr int kExpertsMmaLast = kExpertsMmaXB16s4t1;
+// Session 13 (helper experts1; batch 1..8): variant 6's kernel (experts_mma_x.cuh: 16-row items,
+// B from global memory, 12 warps per SM) with more independent work per stage in passes of one
+// n-tile (1–2 tokens: the batch-1 case, where each warp computes about one 32 KB item of 16
+// stages one after the other and the math alone takes as long as the weight stream alone —
+// session 11: 23.9 vs 21.4 µs for gate_up): 24 = kIlp (per half stage the 4 blocks' first MMAs,
+// then their second ones, then the fmas in block order), 3-stage rings; 25 = kIlpW (the whole
+// stage so: its 4 ldmatrix together, 16 MMAs, 32 fmas; scales decoded per lane, no warp vote),
+// 3-stage rings; 26 = 25 with 2-stage rings (more L1). Passes of 2+ n-tiles as variant 6. The same
+// operations on the same operands as every other variant: the same bits as 1–23. Measured (H200,
+// session 13 checkpoint 2, batch 1 gate_up + down µs clean-l2): 24 30.7 + 20.0, 25 31.6 + 19.8,
+// 26 30.5 + 19.4 vs variant 6 31.5 + 19.7 — no gain (bench_model: 25 +3 % at batch 1).
+constexpr int kExpertsMmaXI3 = 24;
+constexpr int kExpertsMmaXW3 = 25;
+constexpr int kExpertsMmaXW2 = 26;
+// 27: 25 with kEarly (experts_mma_x.cuh): the warp's range and first expert from one round of
+// loads (a warp count over act_off instead of a binary search of dependent loads) and the first
+// pass's B columns set up before the PDL wait — a shorter start (the ring's first weight bytes
+// leave earlier; at batch 1 each warp's one item is the critical path). Same bits.
+constexpr int kExpertsMmaXW3E = 27;
+// 28: variant 6 with kEarly alone. 29: variant 6 with kEarly and kChain (experts_mma_x.cuh: the
+// next kernel may launch right after this grid's PDL wait; the x split launched as a PDL
+// dependent, no launch gap behind swiglu). 30: 24 (kIlp) with kEarly and kChain. 31: 15 (the
+// batch 8 / 16 auto) with kQuick (experts_mma_xb.cuh: kEarly's start / end and kChain). Same bits.
+constexpr int kExpertsMmaXE3 = 28;
+constexpr int kExpertsMmaXC3 = 29;
+constexpr int kExpertsMmaXIC3 = 30;
+constexpr int kExpertsMmaXB32Q = 31;
+// 32: 29 with 2-stage rings (session 11: 2 stages measured slightly faster at batch 1, more L1).
+// Measured (same run; batch 1 gate_up + down µs clean-l2): 27 30.5 + 19.2, 28 30.1 + 19.1, 29
+// 30.8 + 19.0, 30 31.1 + 19.7, 32 29.1 + 18.9, 15 29.8 + 19.4, 31 28.9 + 18.1 (the best; batch 8
+// 137.7 + 73.0 vs 15's 139.1 + 74.7; batch 16 261.0 + 135.5 vs 262.1 + 136.9).
+constexpr int kExpertsMmaXC2 = 32;
+constexpr int kExpertsMmaLast = kExpertsMmaXC2;
 
 // DEEPINFER_EXPERTS_KERNEL=x1: per projection and slot count the variant that measured fastest on
 // the H200 (session 10 checkpoint 2, bench_ops --mma-batch 1,8,16,32, µs with a clean L2, against
@@ -112,6 +144,15 @@ int experts_mma_pick_xb(int64_t slots, int xb);
 //  (checkpoint 2, ms/step b1 / b8 / b16: auto 1.05 / 2.29 / 3.55, pick_x 1.05 / 2.42 / 3.77; 20
 //  from 9 slots 2.66 / 4.31; 18 at batch 1 1.07; 17 for gate_up from 9 slots 2.30 / 3.67.)
 // "x4" = experts_mma_pick_x (the session-10 auto).
+//  Session 13 (final mapping; bench_ops checkpoint 2, H200, batch 1 µs clean-l2 / warm, gate_up +
+//    down: 31 28.9 + 18.1 / 32.4 + 19.8 vs auto 30.8 + 20.1 / 35.9 + 22.9; batch 8 137.7 + 73.0 vs
+//    138.5 + 75.0; batch 16 261.0 + 135.5 vs 262.3 + 136.4):
+//    mode 5 ("x5"): variant 31 (auto's 15 with kQuick) at every slot count up to 128, session 6's
+//      above — the candidate for auto;
+//    mode 6 ("x6"): 31 up to 8 slots only, auto's 15 from 9 to 128;
+//    modes 7 / 8 ("x7" / "x8"): 29 / 32 up to 8 slots, auto above;
+//    mode 9 ("x9"): 29 up to 8 slots, 31 from 9 to 128 (bench_model checkpoint 2: 1.02 / 2.23 /
+//      3.53 vs auto 1.02-1.04 / 2.24-2.25 / 3.54-3.55).
 int experts_mma_pick_s12(int64_t slots, int64_t K, int mode);
 
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
@@ -121,6 +162,9 @@ constexpr int kExpertsMmaTileRows = 8;
 // Bench only (bench_ops --mma-batch, session 10): the weight stream of variant 6 (memonly = 1)
 // or 7 (2) alone — the same grid, items, copies and rings, no compute, no outputs (out[0] may be
 // written): the speed of the access pattern itself. Same arguments as experts_mma (no x split).
+// Session 13: 3 = variant 6's stream with every stage read as 2 KB contiguous bytes of the item
+// (experts_mma_x.cuh kTiled: what a per-stage tiled weight layout would stream at; H200 clean-l2
+// gate_up batch 1 / 8 / 16: 22.0 / 115.0 / 214.2 µs vs 22.2 / 118.1 / 221.2 — at most 3 %).
 void experts_mma_memonly(int memonly, const int32_t* perm, const int32_t* row_off, const int32_t* act_off,
                          int64_t slots, int64_t num_experts, const void* const* w_table,
                          const void* const* s_table, int64_t N, int64_t K, float* out, cudaStream_t s,

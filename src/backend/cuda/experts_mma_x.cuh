@@ -31,6 +31,11 @@
 // stream alone (kMemOnly) reaches 74–80 %. Tried and dropped: an L2 bulk prefetch of each item
 // (slower everywhere), L1 evict_last on the B loads (no gain), 12-warp 32-row and 16-warp 16-row
 // builds (slower).
+// Session 13 (helper experts1, batch 1): kIlp / kIlpW (more independent MMAs per stage: no gain
+// on the H200 — ptxas already interleaves the blocks), kEarly (a start from one round of loads,
+// the first pass's B setup before the PDL wait, the output slot before the pass) and kChain
+// (launch_dependents after the PDL wait; the x split a PDL launch): ~1 µs per kernel at batch 1;
+// kTiled (bench probe: contiguous 2 KB stages stream at most 3 % faster). Same bits throughout.
 // Bits: every output is computed exactly as in sessions 6–8 — per 32-k block the two k-steps from
 // zero in the MMA accumulator (same A / B registers: same decode, same k permutation), acc =
 // fma(partial, scale, acc) in k order, the plane columns summed (h2 + h1) + h0, × 2^(14 − c) —
@@ -97,6 +102,68 @@ constexpr int kBalanced = 1;
 // decode / MMA / B loads / outputs (each stage is consumed by one shared load per lane): the
 // weight stream's own speed for this access pattern, an upper bound for the kernel.
 constexpr int kMemOnly = 2;
+// kTiled (session 13, bench only, with kMemOnly and kMT = 1): the same stream but each stage reads
+// 2 KB CONTIGUOUS bytes of the warp's 32 KB item (stage kc: bytes [2048·kc, 2048·kc + 2048))
+// instead of 128 B of each of its 16 rows (2 KB apart): the speed a weight layout tiled per stage
+// (16 rows × 256 k stored together) would stream at. Wrong data for the math: memonly only.
+constexpr int kTiled = 64;
+
+// kIlp (session 13) — passes of one n-tile (1–2 tokens: batch 1) of 16-row items compute each half
+// stage (4 blocks) as: the 4 blocks' first MMAs (k-step 0, from zero), then their second MMAs,
+// then the fma promotions of the 4 blocks in block order (compute_stage_ilp) — the same operations
+// on the same operands as compute_stage, so the same bits; with in-order issue a block's second
+// MMA no longer waits right behind its first, nor its fmas behind both.
+constexpr int kIlp = 4;
+// kIlpW (session 13) — the same for the whole stage (compute_stage_w): the stage's two scale words
+// per row decoded per lane at its top (decode_scales4: every code exact — the values of
+// stage_scale<true>, which equal stage_scale<false>'s for codes 1..254 — so no warp vote and no
+// second code path), its 4 ldmatrix issued together, the 8 blocks' k-step-0 MMAs, their k-step-1
+// MMAs, then the 32 fmas in block order. Same operations on the same operands: the same bits.
+constexpr int kIlpW = 8;
+
+// kEarly (session 13) — a shorter start and end of each warp's work: the warp's range and first
+// expert from one round of independent loads (warp_start: act_off[E] and act_off[1 .. E − 1]
+// spread over the lanes, the expert = a warp count, instead of a load of act_off[E] and then a
+// binary search of ~8 dependent loads); the first pass's B columns (perm → slot → plane pointers)
+// set up before the PDL wait (the routing is complete before the x split starts: only the B loads
+// wait); in passes of one n-tile the output slot and row exponent loaded before the pass, not after
+// it. The work and every operation on it are unchanged: the same bits.
+constexpr int kEarly = 16;
+// kChain (session 13) — every CTA lets the next kernel of the stream (swiglu / combine_slots, PDL
+// launches) start right after its own PDL wait: their launch and CTA placement happen while this
+// grid runs (they take SM resources only as this grid's CTAs retire; their wait() still waits for
+// this grid's completion). With it experts_mma launches the x split as a PDL dependent too
+// (split_kernel: wait, then launch_dependents): no launch gap behind a PDL kernel. Same bits.
+constexpr int kChain = 32;
+
+// warp_range + first_expert (kEarly): [i0, i1) as emma3::warp_range, e0 = the last e < E with
+// act_off[e] <= i0 / groups (act_off is non-decreasing from act_off[0] = 0: the count of
+// e in 1 .. E − 1 with act_off[e] <= d). The first 8·32 entries are loaded before act_off[E] is
+// needed (no dependence among the loads); more experts loop.
+__device__ __forceinline__ void warp_start(const Args& p, int warps_per_cta, int warp, int lane,
+                                           int& i0, int& i1, int& e0) {
+  constexpr int kPer = 8;
+  const int E = p.num_experts;
+  int v[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = 1 + lane + 32 * j;
+    v[j] = e < E ? __ldg(p.act_off + e) : 0x7FFFFFFF;
+  }
+  const int n_active = __ldg(p.act_off + E);
+  const int64_t T = static_cast<int64_t>(n_active) * p.groups;
+  const int64_t W = static_cast<int64_t>(gridDim.x) * warps_per_cta;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * warps_per_cta + warp;
+  i0 = static_cast<int>(T * w / W);
+  i1 = static_cast<int>(T * (w + 1) / W);
+  const int d = i0 / p.groups;
+  int cnt = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) cnt += v[j] <= d;
+#pragma unroll 1
+  for (int e = 1 + lane + 32 * kPer; e < E; e += 32) cnt += __ldg(p.act_off + e) <= d;
+  e0 = __reduce_add_sync(0xffffffffu, cnt);
+}
 
 // A warp's position: emma2::Cursor and the m-tiles of the current item (kMT, or with kBal 1 at
 // an odd start / a lone last unit of the warp's range).
@@ -168,15 +235,24 @@ __device__ __forceinline__ void producer_advance(const Args& p, int end, int lan
 // region of the slot (v3's swizzle: unit u of row r at u ^ (r & 7)); the scale rows (8 B each)
 // by lanes 0..min(rows, 32) − 1, one or two rounds (plain loads and shared stores when the
 // expert's scale rows are not 8-byte aligned: slow, correct).
-template <int kMT>
+template <int kMT, int kF = 0>
 __device__ __forceinline__ void issue_stage(const Producer& pr, uint32_t w_slot, uint8_t* s_slot,
                                             const uint32_t (&dst)[4], int lane) {
+  if constexpr ((kF & kTiled) != 0) {
+    static_assert(kMT == 1 && (kF & kMemOnly) != 0, "kTiled: a memonly probe of 16-row items");
+    const uint8_t* item =
+        pr.w0 - (lane >> 1) * (pr.tile_step >> 4) - (lane & 1) * 16;  // row n0, byte 0
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-    if (mt == 0 || mt < pr.c.mts) {
+    for (int j = 0; j < 4; ++j)
+      emma::cp_async16(w_slot + dst[j], item + pr.c.kc * kTileBytes + 512 * j + 16 * lane);
+  } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        emma::cp_async16(w_slot + mt * kTileBytes + dst[j], pr.w + mt * pr.tile_step + 32 * j);
+    for (int mt = 0; mt < kMT; ++mt) {
+      if (mt == 0 || mt < pr.c.mts) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          emma::cp_async16(w_slot + mt * kTileBytes + dst[j], pr.w + mt * pr.tile_step + 32 * j);
+      }
     }
   }
   constexpr int kRounds = Geo<kMT>::kRows < 32 ? 1 : Geo<kMT>::kRows / 32;
@@ -270,6 +346,113 @@ __device__ __forceinline__ void compute_stage(uint32_t w_slot, const uint8_t* ss
   }
 }
 
+// compute_stage for kMT = MTA = 1, one n-tile, scales decoded per lane (kIlp): per half stage the
+// 4 blocks' k-step-0 MMAs, their k-step-1 MMAs, then the fmas in block order. The B window as
+// compute_stage's (one n-tile: D = 8, every refill is the next stage's block b, issued after both
+// of block b's MMAs).
+template <bool kExact>
+__device__ __forceinline__ void compute_stage_ilp(uint32_t w_slot, const uint8_t* ss,
+                                                  const PassB& pb, int kc, bool more,
+                                                  const uint32_t (&ldm)[4], int lane,
+                                                  float (&acc)[1][kMaxNT][4],
+                                                  uint4 (&bq)[emma3::window<1>()][1]) {
+  constexpr int D = emma3::window<1>();
+  static_assert(D == kBlocks, "one n-tile keeps a whole stage of B");
+  const int g = lane >> 2;
+  uint2 sc[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) sc[h] = *reinterpret_cast<const uint2*>(ss + (g + 8 * h) * 8);
+  const uint16_t* cb = pb.col[0] + kc * kChunkK;  // this stage's block 0
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float d[4][4];
+    uint32_t hi[4][4];  // block j's k-step-1 A registers: dg[2], d8[2], dg[3], d8[3]
+    uint32_t q[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int b = 4 * half + j;
+      if (j % 2 == 0) emma::ldmatrix_x4(q, w_slot + ldm[b / 2]);
+      const int bb = b & 1;
+      uint32_t dg[4], d8[4];  // rows g and g + 8
+      emma3::decode_e2m1x8(q[2 * bb], dg);
+      emma3::decode_e2m1x8(q[2 * bb + 1], d8);
+      const uint4 bv = bq[b][0];
+      emma::mma_f16_zero(d[j], dg[0], d8[0], dg[1], d8[1], bv.x, bv.y);
+      hi[j][0] = dg[2];
+      hi[j][1] = d8[2];
+      hi[j][2] = dg[3];
+      hi[j][3] = d8[3];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int b = 4 * half + j;
+      const uint4 bv = bq[b][0];
+      emma::mma_f16(d[j], hi[j][0], hi[j][1], hi[j][2], hi[j][3], bv.z, bv.w);
+      if (more) bq[b][0] = emma3::load_b(cb + (b + D) * 32);  // the next stage's block b
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int b = 4 * half + j;
+      const float s_g = emma::stage_scale<kExact>(sc[0], b),
+                  s_g8 = emma::stage_scale<kExact>(sc[1], b);
+      acc[0][0][0] = fmaf(d[j][0], s_g, acc[0][0][0]);
+      acc[0][0][1] = fmaf(d[j][1], s_g, acc[0][0][1]);
+      acc[0][0][2] = fmaf(d[j][2], s_g8, acc[0][0][2]);
+      acc[0][0][3] = fmaf(d[j][3], s_g8, acc[0][0][3]);
+    }
+  }
+}
+
+// compute_stage for kMT = MTA = 1 and one n-tile, the whole stage at once (kIlpW; see there).
+__device__ __forceinline__ void compute_stage_w(uint32_t w_slot, const uint8_t* ss, const PassB& pb,
+                                                int kc, bool more, const uint32_t (&ldm)[4],
+                                                int lane, float (&acc)[1][kMaxNT][4],
+                                                uint4 (&bq)[emma3::window<1>()][1]) {
+  constexpr int D = emma3::window<1>();
+  static_assert(D == kBlocks, "one n-tile keeps a whole stage of B");
+  const int g = lane >> 2;
+  uint32_t q[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) emma::ldmatrix_x4(q[i], w_slot + ldm[i]);
+  const uint2 sv0 = *reinterpret_cast<const uint2*>(ss + g * 8);        // row g
+  const uint2 sv1 = *reinterpret_cast<const uint2*>(ss + (g + 8) * 8);  // row g + 8
+  const uint16_t* cb = pb.col[0] + kc * kChunkK;                        // this stage's block 0
+  float d[kBlocks][4];
+  uint32_t hi[kBlocks][4];  // block b's k-step-1 A registers: dg[2], d8[2], dg[3], d8[3]
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    const int bb = b & 1;
+    uint32_t dg[4], d8[4];  // rows g and g + 8
+    emma3::decode_e2m1x8(q[b / 2][2 * bb], dg);
+    emma3::decode_e2m1x8(q[b / 2][2 * bb + 1], d8);
+    const uint4 bv = bq[b][0];
+    emma::mma_f16_zero(d[b], dg[0], d8[0], dg[1], d8[1], bv.x, bv.y);
+    hi[b][0] = dg[2];
+    hi[b][1] = d8[2];
+    hi[b][2] = dg[3];
+    hi[b][3] = d8[3];
+  }
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    const uint4 bv = bq[b][0];
+    emma::mma_f16(d[b], hi[b][0], hi[b][1], hi[b][2], hi[b][3], bv.z, bv.w);
+    if (more) bq[b][0] = emma3::load_b(cb + (b + D) * 32);  // the next stage's block b
+  }
+  const uint4 f[4] = {decode_scales4(sv0.x), decode_scales4(sv0.y), decode_scales4(sv1.x),
+                      decode_scales4(sv1.y)};  // rows g (blocks 0-3, 4-7), g + 8 (0-3, 4-7)
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    const uint4 fg = f[b / 4], f8 = f[2 + b / 4];
+    const int j = b % 4;
+    const float s_g = __uint_as_float(j == 0 ? fg.x : j == 1 ? fg.y : j == 2 ? fg.z : fg.w);
+    const float s_g8 = __uint_as_float(j == 0 ? f8.x : j == 1 ? f8.y : j == 2 ? f8.z : f8.w);
+    acc[0][0][0] = fmaf(d[b][0], s_g, acc[0][0][0]);
+    acc[0][0][1] = fmaf(d[b][1], s_g, acc[0][0][1]);
+    acc[0][0][2] = fmaf(d[b][2], s_g8, acc[0][0][2]);
+    acc[0][0][3] = fmaf(d[b][3], s_g8, acc[0][0][3]);
+  }
+}
+
 // The ring's state in a warp.
 struct Ring {
   Producer pr;
@@ -305,7 +488,8 @@ __device__ __forceinline__ void ring_step(const Args& p, int i1, int lane, Ring&
   emma::cp_async_wait<kStages - 2>();
   __syncwarp();  // stage cslot visible to every lane; every lane is done with the slot pslot reuses
   if (r.pr.c.item < i1) {
-    issue_stage<kMT>(r.pr, r.w_base + r.pslot * G::kWStage, r.s_base + r.pslot * G::kSStage, r.dst, lane);
+    issue_stage<kMT, kF>(r.pr, r.w_base + r.pslot * G::kWStage, r.s_base + r.pslot * G::kSStage,
+                         r.dst, lane);
     producer_advance<kMT, kF>(p, i1, lane, r.pr);
   }
   emma::cp_async_commit();
@@ -345,6 +529,13 @@ __device__ __forceinline__ void run_pass(const Args& p, int i1, Ring& r, const P
       }
       __syncwarp();
       compute_stage<kMT, MTA, NT, true, true>(w_slot, s_slot, r.sf, pb, kc, more, r.ldm, lane, acc, bq);
+    } else if constexpr ((kF & kIlpW) != 0 && kMT == 1 && NT == 1) {
+      compute_stage_w(w_slot, s_slot, pb, kc, more, r.ldm, lane, acc, bq);
+    } else if constexpr ((kF & kIlp) != 0 && kMT == 1 && NT == 1) {
+      if (stage_needs_exact<MTA>(s_slot, lane))
+        compute_stage_ilp<true>(w_slot, s_slot, pb, kc, more, r.ldm, lane, acc, bq);
+      else
+        compute_stage_ilp<false>(w_slot, s_slot, pb, kc, more, r.ldm, lane, acc, bq);
     } else if (stage_needs_exact<MTA>(s_slot, lane)) {
       compute_stage<kMT, MTA, NT, false, true>(w_slot, s_slot, r.sf, pb, kc, more, r.ldm, lane, acc, bq);
     } else {
@@ -374,8 +565,20 @@ template <int kMT, int MTA, int kStages, bool kCoop, int kF>
 __device__ __forceinline__ void item_pass(const Args& p, int i1, Ring& r, const PassB& pb, const Cursor& cc,
                                           int lane, float (&acc)[kMT][kMaxNT][4]) {
   if (pb.nt == 1) {
-    run_pass<kMT, MTA, 1, kStages, kCoop, kF>(p, i1, r, pb, lane, acc);
-    finish_pass<kMT, MTA, 1>(p, cc, lane, acc);
+    if constexpr ((kF & kEarly) != 0) {
+      // kEarly: the output slot and row exponent (perm, row_exp: two dependent loads) fetched
+      // before the pass instead of after it — the same values, off the item's tail.
+      int64_t out_off;
+      int out_exp;
+      emma2::pass_output(p, cc, 0, lane, out_off, out_exp);
+      run_pass<kMT, MTA, 1, kStages, kCoop, kF>(p, i1, r, pb, lane, acc);
+#pragma unroll
+      for (int mt = 0; mt < MTA; ++mt)
+        emma2::finish_tile(p, out_off, out_exp, cc.n0 + kTile * mt, lane, acc[mt][0]);
+    } else {
+      run_pass<kMT, MTA, 1, kStages, kCoop, kF>(p, i1, r, pb, lane, acc);
+      finish_pass<kMT, MTA, 1>(p, cc, lane, acc);
+    }
   } else if (pb.nt == 2) {
     run_pass<kMT, MTA, 2, kStages, kCoop, kF>(p, i1, r, pb, lane, acc);
     finish_pass<kMT, MTA, 2>(p, cc, lane, acc);
@@ -393,8 +596,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_x_kernel(con
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Routing (moe_group's output) was complete before the split kernel started (an ordinary
   // launch), so it may be read before the wait, as sessions 7 / 8 do.
-  int i0, i1;
-  emma3::warp_range(p, kWarps, warp, i0, i1);
+  constexpr bool kEarlyStart = (kF & kEarly) != 0;
+  int i0, i1, e0 = 0;
+  if constexpr (kEarlyStart)
+    warp_start(p, kWarps, warp, lane, i0, i1, e0);
+  else
+    emma3::warp_range(p, kWarps, warp, i0, i1);
   if (i0 >= i1) {  // warp-uniform; nothing below synchronises more than the warp
     pdl::wait();
     return;
@@ -405,19 +612,29 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_x_kernel(con
   r.s_base = mine + kStages * G::kWStage;  // [kStages][kSStage]
   r.sf = reinterpret_cast<float*>(smem + kWarps * kStages * G::kStageBytes) + warp * (G::kRows * 8);
   emma3::ring_offsets(lane, r.dst, r.ldm);  // per m-tile region (each is v3's 16-row slot)
-  producer_item<kMT, kF>(p, i0, emma3::first_expert(p, i0 / p.groups), i1, lane, r.pr);
+  if constexpr (!kEarlyStart) e0 = emma3::first_expert(p, i0 / p.groups);
+  producer_item<kMT, kF>(p, i0, e0, i1, lane, r.pr);
   XCursor cc = r.pr.c;
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
     if (r.pr.c.item < i1) {
-      issue_stage<kMT>(r.pr, r.w_base + r.pslot * G::kWStage, r.s_base + r.pslot * G::kSStage, r.dst, lane);
+      issue_stage<kMT, kF>(r.pr, r.w_base + r.pslot * G::kWStage, r.s_base + r.pslot * G::kSStage,
+                           r.dst, lane);
       producer_advance<kMT, kF>(p, i1, lane, r.pr);
     }
     emma::cp_async_commit();
     r.pslot = r.pslot + 1 == kStages ? 0 : r.pslot + 1;
   }
+  // kEarly: the first pass's B columns (routing only) before the wait.
+  PassB pb;
+  bool pb_ready = false;
+  if constexpr (kEarlyStart) {
+    emma3::setup_pass_b(p, cc, lane, pb);
+    pb_ready = true;
+  }
   // The x planes and row exponents come from the split kernel this one may overlap (PDL).
   pdl::wait();
+  if constexpr ((kF & kChain) != 0) pdl::launch_dependents();
   if constexpr ((kF & kMemOnly) != 0) {
     uint32_t sink = 0;
 #pragma unroll 1
@@ -440,10 +657,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_x_kernel(con
     return;
   }
   float acc[kMT][kMaxNT][4];
-  PassB pb;
 #pragma unroll 1
   while (cc.item < i1) {
-    emma3::setup_pass_b(p, cc, lane, pb);
+    if (!pb_ready) emma3::setup_pass_b(p, cc, lane, pb);
+    pb_ready = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll

@@ -75,6 +75,11 @@ constexpr int b_stage_bytes(int kPT) { return (kPT == 1 ? 3 : 6) * kColStride; }
 constexpr int kL2 = 1;
 constexpr int kBal = 2;
 constexpr int kGB = 4;
+// kQuick (session 13) — experts_mma_x.cuh's kEarly and kChain for these kernels: the warp's range
+// and first expert from one round of loads (emmx::warp_start), each one-n-tile pass's output slot
+// and row exponent loaded before the pass, launch_dependents right after the PDL wait (the x split
+// launched as a PDL dependent by experts_mma). Same operations on the outputs: the same bits.
+constexpr int kQuick = 8;
 constexpr int xf(int kF) { return (kF & kBal) != 0 ? emmx::kBalanced : 0; }
 
 // A stage slot of items of kMT m-tiles: weights (kMT · 2 KB), scales (kMT · 128 B), B (not with
@@ -341,10 +346,15 @@ template <int kMT, int MTA, int kStages, int kF, int kPT>
 __device__ __forceinline__ void pass_sb(const Args& p, int i1, RingB& r, const PassB& pb,
                                         const XCursor& cc, uint32_t b_off, int lane,
                                         float (&acc)[kMT][kMaxNT][4]) {
-  run_pass<kMT, MTA, 1, kStages, kF, kPT>(p, i1, r, pb, b_off, lane, acc);
   int64_t out_off;
   int out_exp;
-  pass_output1<kPT>(p, cc, lane, out_off, out_exp);
+  if constexpr ((kF & kQuick) != 0) {
+    pass_output1<kPT>(p, cc, lane, out_off, out_exp);
+    run_pass<kMT, MTA, 1, kStages, kF, kPT>(p, i1, r, pb, b_off, lane, acc);
+  } else {
+    run_pass<kMT, MTA, 1, kStages, kF, kPT>(p, i1, r, pb, b_off, lane, acc);
+    pass_output1<kPT>(p, cc, lane, out_off, out_exp);
+  }
 #pragma unroll
   for (int mt = 0; mt < MTA; ++mt)
     emma2::finish_tile(p, out_off, out_exp, cc.n0 + kTile * mt, lane, acc[mt][0]);
@@ -362,19 +372,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_xb_kernel(co
   using G = Geo<kMT, kF, kPT>;
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int i0, i1;
-  emma3::warp_range(p, kWarps, warp, i0, i1);
+  constexpr bool kQ = (kF & kQuick) != 0;
+  int i0, i1, e0 = 0;
+  if constexpr (kQ)
+    emmx::warp_start(p, kWarps, warp, lane, i0, i1, e0);
+  else
+    emma3::warp_range(p, kWarps, warp, i0, i1);
   if (i0 >= i1) {  // warp-uniform; nothing below synchronises more than the warp
     pdl::wait();
     return;
   }
+  if constexpr (!kQ) e0 = emma3::first_expert(p, i0 / p.groups);
   RingB r;
   uint8_t* mine = smem + warp * kStages * G::kStageBytes;
   r.w_base = emma::smem_u32(mine);                                        // [kStages][kWStage]
   r.s_base = mine + kStages * G::kWStage;                                 // [kStages][kSStage]
   r.b_base = emma::smem_u32(mine + kStages * (G::kWStage + G::kSStage));  // [kStages][kBBytes]
   emma3::ring_offsets(lane, r.dst, r.ldm);                                // per m-tile region
-  producer_item_b<kMT, kF, kPT>(p, i0, emma3::first_expert(p, i0 / p.groups), i1, lane, r.pr);
+  producer_item_b<kMT, kF, kPT>(p, i0, e0, i1, lane, r.pr);
   XCursor cc = r.pr.c;
   ProducerB first = r.pr;  // replays the prologue's stages for their B after the wait
 #pragma unroll 1
@@ -389,6 +404,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_xb_kernel(co
   }
   // The x planes and row exponents come from the split kernel this one may overlap (PDL).
   pdl::wait();
+  if constexpr (kQ) pdl::launch_dependents();
   if constexpr (kRingB) {
 #pragma unroll 1
     for (int s = 0; s < kStages - 1; ++s) {
