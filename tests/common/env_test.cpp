@@ -67,5 +67,30 @@ TEST_F(EnvTest, TokenFromFileAndBadThreadCount) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(EnvTest, KernelSelectorsAndSessionThirteenSwitches) {
+  // x5..x9 name routed-expert modes only; elsewhere they are refused (warned, auto kept). The
+  // session-13 switches parse their documented values and keep the default otherwise.
+  setenv("DEEPINFER_EXPERTS_KERNEL", "x7", 1);
+  setenv("DEEPINFER_GEMV_KERNEL", "x7", 1);
+  setenv("DEEPINFER_SMALL_LINEAR", "x4", 1);
+  setenv("DEEPINFER_SPIN_WAIT", "2", 1);
+  setenv("DEEPINFER_WA_FUSED_REDUCE", "0", 1);
+  Env e = Env::from_process();
+  EXPECT_EQ(e.experts_kernel, "x7");
+  EXPECT_EQ(e.gemv_kernel, "auto");
+  EXPECT_EQ(e.small_linear, "x4");
+  EXPECT_EQ(e.spin_wait, 2);
+  EXPECT_FALSE(e.wa_fused_reduce);
+  setenv("DEEPINFER_SPIN_WAIT", "yes", 1);
+  setenv("DEEPINFER_WA_FUSED_REDUCE", "2", 1);
+  e = Env::from_process();
+  EXPECT_EQ(e.spin_wait, 1);
+  EXPECT_TRUE(e.wa_fused_reduce);
+  for (const char* v :
+       {"DEEPINFER_EXPERTS_KERNEL", "DEEPINFER_GEMV_KERNEL", "DEEPINFER_SMALL_LINEAR",
+        "DEEPINFER_SPIN_WAIT", "DEEPINFER_WA_FUSED_REDUCE"})
+    unsetenv(v);
+}
+
 }  // namespace
 }  // namespace deepinfer
