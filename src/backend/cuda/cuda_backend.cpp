@@ -123,8 +123,6 @@ struct CudaBackend::State {
   // Small downloads (session 13): the data and the error flag land here by two asynchronous
   // copies and one stream sync (a pageable copy blocks until it lands: a second round trip).
   PinnedBuffer staging = PinnedBuffer();
-  // moe_experts_set in progress: the next combine_slots writes its out (starts from +0).
-  bool combine_set = false;
 };
 
 // A captured decode segment: the executable graph and the cache its tensors came from (kept
@@ -1016,37 +1014,37 @@ Status CudaBackend::prepare_experts(backend::ExpertSet& experts) {
   return OkStatus();
 }
 
-Status CudaBackend::moe_experts_set(const Tensor& x, const Tensor& ids, const Tensor& weights,
-                                    const backend::ExpertSet& experts, float swiglu_limit,
-                                    Tensor& out) {
-  st_->combine_set = true;
-  const Status s = moe_experts(x, ids, weights, experts, swiglu_limit, out);
-  st_->combine_set = false;
-  return s;
-}
-
-// Backend's host grouping (adds into out): under moe_experts_set, out is zero-filled first.
-Status CudaBackend::moe_experts_host_grouped(const Tensor& x, const Tensor& ids,
-                                             const Tensor& weights,
-                                             const backend::ExpertSet& experts, float swiglu_limit,
-                                             Tensor& out) {
-  if (st_->combine_set) {
-    st_->combine_set = false;
-    if (out.nbytes() > 0)
-      DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream()));
-  }
-  return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
-}
-
 Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                 const backend::ExpertSet& experts, float swiglu_limit,
                                 Tensor& out) {
+  return moe_experts_into(x, ids, weights, experts, swiglu_limit, out, /*set=*/false);
+}
+
+Status CudaBackend::moe_experts_set(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                    const backend::ExpertSet& experts, float swiglu_limit,
+                                    Tensor& out) {
+  return moe_experts_into(x, ids, weights, experts, swiglu_limit, out, /*set=*/true);
+}
+
+// Backend's host grouping (adds into out): with `set`, out is zero-filled first.
+Status CudaBackend::moe_experts_host_grouped(const Tensor& x, const Tensor& ids,
+                                             const Tensor& weights,
+                                             const backend::ExpertSet& experts, float swiglu_limit,
+                                             Tensor& out, bool set) {
+  if (set && out.nbytes() > 0)
+    DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream()));
+  return Backend::moe_experts(x, ids, weights, experts, swiglu_limit, out);
+}
+
+Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                     const backend::ExpertSet& experts, float swiglu_limit,
+                                     Tensor& out, bool set) {
   const auto* t = static_cast<const ExpertTables*>(experts.prepared.get());
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "x", x, DType::kF32, 2));
   DI_RETURN_IF_ERROR(check_rank("moe_experts", "ids", ids, DType::kI32, 2));
   const int64_t S = x.dim(0), H = x.dim(1), k = ids.dim(1), slots = S * k;
   if (t == nullptr || t->gate_up.K != H || t->down.N != H || t->gate_up.N != 2 * t->down.K)
-    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out);
+    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out, set);
   // Tensor cores for every slot count when both projections allow it (the grouped GEMM's bits do
   // not depend on the batch, so --batch-invariant uses it too); else the per-slot weight-only
   // kernel (small batches, --batch-invariant) or the host grouping.
@@ -1058,7 +1056,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
       kernels::experts_tc_supported(t->down.fmt, x.data<float>(), slots, E_all, t->down.K,
                                     t->down.s.size() > 0, t->down.bc);
   if (!tc_experts && !st_->batch_invariant && slots > 128)
-    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out);
+    return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out, set);
   // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk
   // loaded once for both) reads the picked experts at higher bandwidth than the grouped GEMM's
   // one-row tiles (H200, FP4 top-6, batch 1: 229 vs 383 µs with one row per warp).
@@ -1201,7 +1199,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
     DI_RETURN_IF_ERROR(swiglu(gu, swiglu_limit, act));
     DI_ASSIGN_OR_RETURN(Tensor slot_out, alloc(DType::kF32, {slots, H}));
     DI_RETURN_IF_ERROR(project_any(d, act, 1, H, I, slot_out));
-    return combine_slots(slot_out, weights, k, out);
+    return combine_slots_into(slot_out, weights, k, out, set);
   }
   // Decode-sized batches: slots grouped by expert on the device, then the streaming GEMV reads
   // each selected expert's weights once for all the tokens routed to it (gemv_experts.cu).
@@ -1319,7 +1317,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
                         mma_d ? empty(DType::kF32, {slots, H}) : alloc(DType::kF32, {slots, H}));
     DI_RETURN_IF_ERROR(project(d, mma_d, variant_d, act.data<float>(), 1, H, I,
                                slot_out.data<float>(), ids.data<int32_t>()));
-    return combine_slots(slot_out, weights, k, out);
+    return combine_slots_into(slot_out, weights, k, out, set);
   }
   DI_ASSIGN_OR_RETURN(Tensor gu, alloc(DType::kF32, {slots, 2 * I}));
   kernels::linear_slots(g.fmt, x.data<float>(), k, ids.data<int32_t>(), slots,
@@ -1335,7 +1333,7 @@ Status CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor
                         static_cast<const void* const*>(d.s.data()), d.scale_f32, H, I, d.br,
                         d.bc, slot_out.data<float>(), flag_of(st_->error_flag), stream());
   DI_RETURN_IF_ERROR(launched("moe_experts"));
-  return combine_slots(slot_out, weights, k, out);
+  return combine_slots_into(slot_out, weights, k, out, set);
 }
 
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& out) {
@@ -1512,6 +1510,11 @@ Status CudaBackend::gather_rows(const Tensor& src, const Tensor& ids, Tensor& ou
 
 Status CudaBackend::combine_slots(const Tensor& slot_out, const Tensor& weights, int64_t k,
                                   Tensor& out) {
+  return combine_slots_into(slot_out, weights, k, out, /*set=*/false);
+}
+
+Status CudaBackend::combine_slots_into(const Tensor& slot_out, const Tensor& weights, int64_t k,
+                                       Tensor& out, bool set) {
   if (k < 1 || out.rank() != 2)
     return InvalidArgument("combine_slots: want k >= 1 and out [S, H]; got k = " + std::to_string(k) +
                            ", out " + out.describe());
@@ -1521,8 +1524,6 @@ Status CudaBackend::combine_slots(const Tensor& slot_out, const Tensor& weights,
     return InvalidArgument("combine_slots: weights must be F32 with S·k = " + std::to_string(S * k) +
                            " elements; got " + weights.describe());
   if (out.dtype() != DType::kF32) return InvalidArgument("combine_slots: out must be F32; got " + out.describe());
-  const bool set = st_->combine_set;  // moe_experts_set: out = the sum (from +0)
-  st_->combine_set = false;
   kernels::combine_slots(slot_out.data<float>(), weights.data<float>(), S, k, H, out.data<float>(),
                          stream(), set);
   return launched("combine_slots");

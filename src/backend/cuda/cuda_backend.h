@@ -83,8 +83,9 @@ class CudaBackend : public backend::Backend {
   Status moe_experts(const backend::Tensor& x, const backend::Tensor& ids,
                      const backend::Tensor& weights, const backend::ExpertSet& experts,
                      float swiglu_limit, backend::Tensor& out) override;
-  // Session 13: the paths that end in combine_slots write out (the kernel starts from +0 instead of
-  // reading out: no memset node); the host-grouping fallback fills out with zeros first.
+  // Session 13: moe_experts_into(set = true) — the paths that end in combine_slots write out (the
+  // kernel starts from +0 instead of reading out: no memset node); the host-grouping fallback
+  // fills out with zeros first.
   Status moe_experts_set(const backend::Tensor& x, const backend::Tensor& ids,
                          const backend::Tensor& weights, const backend::ExpertSet& experts,
                          float swiglu_limit, backend::Tensor& out) override;
@@ -190,10 +191,18 @@ class CudaBackend : public backend::Backend {
  private:
   // Resets the device error flag (stream-ordered) and returns code's OutOfRange.
   Status clear_error_flag(int32_t code);
-  // Backend::moe_experts (host grouping, adds into out); under moe_experts_set out is zeroed first.
+  // moe_experts (set = false: adds into out) and moe_experts_set (set = true: out = the sum from
+  // +0; the paths end in combine_slots_into(set), the host-grouping fallback zeroes out first).
+  Status moe_experts_into(const backend::Tensor& x, const backend::Tensor& ids,
+                          const backend::Tensor& weights, const backend::ExpertSet& experts,
+                          float swiglu_limit, backend::Tensor& out, bool set);
+  // Backend::moe_experts (host grouping, adds into out); with `set` out is zeroed first.
   Status moe_experts_host_grouped(const backend::Tensor& x, const backend::Tensor& ids,
                                   const backend::Tensor& weights, const backend::ExpertSet& experts,
-                                  float swiglu_limit, backend::Tensor& out);
+                                  float swiglu_limit, backend::Tensor& out, bool set);
+  // combine_slots; with `set` the running sum starts from +0 instead of out.
+  Status combine_slots_into(const backend::Tensor& slot_out, const backend::Tensor& weights,
+                            int64_t k, backend::Tensor& out, bool set);
   struct State;
   explicit CudaBackend(std::unique_ptr<State> state);
   Status launched(const char* op);  // checks the launch of the op just queued

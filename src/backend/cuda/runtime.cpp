@@ -103,37 +103,22 @@ CublasHandle::~CublasHandle() {
   if (h_) cublasDestroy(h_);
 }
 
-StatusOr<DeviceBuffer> DeviceBuffer::allocate(uint64_t bytes) {
-  DeviceBuffer b;
-  if (bytes == 0) return b;
-  DI_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.p_, bytes));
-  b.n_ = bytes;
-  return b;
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) cudaFree(p_);
-    p_ = o.p_;
-    n_ = o.n_;
-    o.p_ = nullptr;
-    o.n_ = 0;
-  }
-  return *this;
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (p_) cudaFree(p_);
-}
+namespace {
+cudaError_t region_free(void* p, bool pinned) { return pinned ? cudaFreeHost(p) : cudaFree(p); }
+}  // namespace
 
-StatusOr<PinnedBuffer> PinnedBuffer::allocate(uint64_t bytes) {
-  PinnedBuffer b;
+template <bool kPinned>
+StatusOr<CudaRegion<kPinned>> CudaRegion<kPinned>::allocate(uint64_t bytes) {
+  CudaRegion b;
   if (bytes == 0) return b;
-  DI_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.p_, bytes));
+  DI_CUDA_RETURN_IF_ERROR(kPinned ? cudaMallocHost(&b.p_, bytes) : cudaMalloc(&b.p_, bytes));
   b.n_ = bytes;
   return b;
 }
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+template <bool kPinned>
+CudaRegion<kPinned>& CudaRegion<kPinned>::operator=(CudaRegion&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFreeHost(p_);
+    if (p_) region_free(p_, kPinned);
     p_ = o.p_;
     n_ = o.n_;
     o.p_ = nullptr;
@@ -141,9 +126,12 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
   }
   return *this;
 }
-PinnedBuffer::~PinnedBuffer() {
-  if (p_) cudaFreeHost(p_);
+template <bool kPinned>
+CudaRegion<kPinned>::~CudaRegion() {
+  if (p_) region_free(p_, kPinned);
 }
+template class CudaRegion<false>;
+template class CudaRegion<true>;
 
 StatusOr<std::unique_ptr<DevicePool>> DevicePool::create(uint64_t bytes, uint64_t alignment) {
   DI_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(bytes));

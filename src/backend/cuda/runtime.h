@@ -68,34 +68,20 @@ class CublasHandle {
   cublasLtHandle_t lt_ = nullptr;
 };
 
-// One cudaMalloc'd region; freed on destruction.
-class DeviceBuffer {
+// One CUDA allocation, freed on destruction: device memory (cudaMalloc, kPinned false) or
+// page-locked host memory (cudaMallocHost, kPinned true; device-to-host copies into it are
+// asynchronous, so several can share one stream sync). Member definitions in runtime.cpp.
+template <bool kPinned>
+class CudaRegion {
  public:
-  static StatusOr<DeviceBuffer> allocate(uint64_t bytes);
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  ~DeviceBuffer();
-  void* data() const { return p_; }
-  uint64_t size() const { return n_; }
-
- private:
-  void* p_ = nullptr;
-  uint64_t n_ = 0;
-};
-
-// One cudaMallocHost'd (page-locked) host region; freed on destruction. Device-to-host copies
-// into it are asynchronous, so several can share one stream sync.
-class PinnedBuffer {
- public:
-  static StatusOr<PinnedBuffer> allocate(uint64_t bytes);
-  PinnedBuffer() = default;
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+  static StatusOr<CudaRegion> allocate(uint64_t bytes);
+  CudaRegion() = default;
+  CudaRegion(CudaRegion&& o) noexcept : p_(o.p_), n_(o.n_) {
     o.p_ = nullptr;
     o.n_ = 0;
   }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  ~PinnedBuffer();
+  CudaRegion& operator=(CudaRegion&& o) noexcept;
+  ~CudaRegion();
   void* data() const { return p_; }
   uint64_t size() const { return n_; }
 
@@ -103,6 +89,8 @@ class PinnedBuffer {
   void* p_ = nullptr;
   uint64_t n_ = 0;
 };
+using DeviceBuffer = CudaRegion<false>;
+using PinnedBuffer = CudaRegion<true>;
 
 // A device memory pool: one cudaMalloc at start (sized by the caller from free memory ×
 // gpu_memory_utilization), sub-allocated with RangeAllocator. allocate() returns nullptr when full.
