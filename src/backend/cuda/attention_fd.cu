@@ -77,42 +77,12 @@
 namespace deepinfer::cuda::kernels {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
 constexpr int kPieces = kNc * kD / 4 / kThreads;  // 16-byte pieces per thread per chunk: 8
 
-// The block's warp layout. kGr = 64-channel groups per warp, kMt = m-tiles (16 heads) per warp:
-//   fd <2, 2>: 2 head sets (m-pairs) × 4 channel quarters, 64 heads per block (the layout above);
-//   session 11's head-split blocks (variants x1 / x2, attention_fd_plan picks the heads per
-//   block): <1, 2> 32 heads, <1, 1> 16 heads — one head set × 8 channel eighths. Every logit,
-//   softmax and P·V element is computed by the same instructions on the same operands as in fd
-//   (a warp's S chain over its 64 channels is one of fd's group chains; the eighths are summed
-//   into quarters as fd sums its two groups, (0 + group 0) + group 1, then ((q0 + q1) + q2) + q3),
-//   so a head-split block gives fd's bits for its heads.
-template <int kGr, int kMt>
-struct Layout {
-  static constexpr int kHs = kGr;                 // head sets (warps w % kHs)
-  static constexpr int kParts = kWarps / kHs;     // channel parts (warps w / kHs)
-  static constexpr int kHeads = kHs * kMt * 16;   // heads per block
-  static constexpr int kNt = 8 * kGr;             // P·V n-tiles (8 channels) per warp
-  static constexpr int kXsFloats = kMt * 8;       // exchange floats per lane: kMt × 2 n-tiles × 4
-  static constexpr int kQhOff = 0;
-  static constexpr int kQlOff = kQhOff + kHeads * kRowB;
-  static constexpr int kKhOff = kQlOff + kHeads * kRowB;
-  static constexpr int kKlOff = kKhOff + kNc * kRowB;
-  static constexpr int kRawOff = kKlOff + kNc * kRowB;
-  static constexpr int kXsOff = kRawOff + kNc * kD * 4;
-  static constexpr int kSmemBytes = kXsOff + kWarps * kXsFloats * 32 * 4;  // fd: 212992
-  // 16-head blocks fit twice on an SM (104 KiB of shared memory, ≤ 128 registers).
-  static constexpr int kMinBlocks = kHeads == 16 ? 2 : 1;
-  static_assert(kSmemBytes * kMinBlocks + 1024 * kMinBlocks <= 227 * 1024, "shared memory");
-};
-
-// The kParts warps of head set hs (w = hs, hs + kHs, …); ids 1-2 (0 is __syncthreads).
-template <int kParts>
-__device__ __forceinline__ void head_set_barrier(int hs) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + hs), "r"(32 * kParts) : "memory");
-}
+// The block's warp layout is Layout<kGr, kMt> (attention_fd_common.cuh): fd <2, 2> (the layout
+// above), session 11's head-split blocks <1, 2> (32 heads) and <1, 1> (16 heads); a head-split
+// block gives fd's bits for its heads. The chunk loop's pieces (s_tile, s_logits, softmax_row,
+// split_p, pv_accumulate) are shared with attention_x5.cu since session 14.
 
 // Issues (and commits as one group) this thread's copies of the n ≤ 16 rows whose ids are
 // idp[0 … n) (global memory, or the chunk's ids staged in shared memory) into the raw tile:
@@ -153,7 +123,7 @@ template <int kGr, int kMt>
 __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
     attention_fd_kernel(Args p) {
   using L = Layout<kGr, kMt>;
-  constexpr int kHs = L::kHs, kHeads = L::kHeads, kXsFloats = L::kXsFloats;
+  constexpr int kHs = L::kHs, kHeads = L::kHeads;
   constexpr int kQhOff = L::kQhOff, kQlOff = L::kQlOff, kKhOff = L::kKhOff, kKlOff = L::kKlOff,
                 kRawOff = L::kRawOff, kXsOff = L::kXsOff;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -200,8 +170,8 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
   // This thread's pieces of every chunk: float4 column c4 of rows r0 + 2i, i < 8.
   const int c4 = tid & 127, r0 = tid >> 7;
   // ldmatrix row offsets at the part's first 16-byte chunk (pt·kGr·8: fd's quarter qt·16); a
-  // k-step (2 chunks) is ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only; see
-  // attention_fd.cu). The next m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
+  // k-step (2 chunks) is ^ (step << 5), a P·V n-tile ^ (nt << 4) (swz XORs bits 4-6 only). The
+  // next m-tile's Q rows are 16 further (the same row & 7): + 16 rows.
   const int ch0 = pt * kGr * 8;
   uint32_t q_off[kMt];
   q_off[0] = swz(hs * kMt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, ch0 + (lane >> 4));
@@ -226,15 +196,7 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
     // Softmax state of rows g and g + 8 of each m-tile (the same in the warps of the head set).
     float m_run[kMt][2], l_run[kMt][2];
     float acc[kMt][L::kNt][4];
-#pragma unroll
-    for (int mi = 0; mi < kMt; ++mi) {
-      m_run[mi][0] = m_run[mi][1] = -INFINITY;
-      l_run[mi][0] = l_run[mi][1] = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < L::kNt; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
-    }
+    init_state(m_run, l_run, acc);
     int e_acc = 0;  // acc = a · 2^(14 + e_acc)
 
     for (int c = c0; c < c1; ++c) {
@@ -261,15 +223,8 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
       const int tk = scale_exp(tmax);
       const float kf = pow2(tk);
 #pragma unroll
-      for (int i = 0; i < kPieces; ++i) {
-        const int r = r0 + 2 * i;
-        uint2 hi, lo;
-        split2(__fmul_rn(x[i].x, kf), __fmul_rn(x[i].y, kf), hi.x, lo.x);
-        split2(__fmul_rn(x[i].z, kf), __fmul_rn(x[i].w, kf), hi.y, lo.y);
-        const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
-        *reinterpret_cast<uint2*>(smem + kKhOff + at) = hi;
-        *reinterpret_cast<uint2*>(smem + kKlOff + at) = lo;
-      }
+      for (int i = 0; i < kPieces; ++i)
+        store_split4(smem + kKhOff, smem + kKlOff, r0 + 2 * i, c4, x[i], kf);
       // The thread's raw slots are free (it alone reads them): chunk c + 1 goes in flight now.
       if (c + 1 < c1) issue_chunk(p, ids_s, cut.rows(c + 1), raw_s, raw, valid_s[vb ^ 1]);
       // B: the converted tile is complete; every reader of ids_s is done.
@@ -281,135 +236,37 @@ __global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
 
       // ---- S = Q·Kᵀ: the warp's m-tiles × 16 keys over its kGr groups of 64 channels ----
       float sv[kMt][2][4];
-#pragma unroll
-      for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
-#pragma unroll
-      for (int grp = 0; grp < kGr; ++grp) {
-        float tx[kMt][2][4];
-#pragma unroll
-        for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-          for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) tx[mi][n][i] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
-          uint32_t qh[kMt][4], ql[kMt][4], kh[4], kl[4];
-#pragma unroll
-          for (int mi = 0; mi < kMt; ++mi) {
-            ldsm_x4(qh[mi], base + kQhOff + (q_off[mi] ^ step));
-            ldsm_x4(ql[mi], base + kQlOff + (q_off[mi] ^ step));
-          }
-          ldsm_x4(kh, base + kKhOff + (k_off ^ step));
-          ldsm_x4(kl, base + kKlOff + (k_off ^ step));
-#pragma unroll
-          for (int mi = 0; mi < kMt; ++mi) {  // per accumulator: hi·lo', lo·hi', hi·hi' (session 7's order)
-            mma(tx[mi][0], qh[mi], kl[0], kl[1]);
-            mma(tx[mi][1], qh[mi], kl[2], kl[3]);
-            mma(tx[mi][0], ql[mi], kh[0], kh[1]);
-            mma(tx[mi][1], ql[mi], kh[2], kh[3]);
-            mma(tx[mi][0], qh[mi], kh[0], kh[1]);
-            mma(tx[mi][1], qh[mi], kh[2], kh[3]);
-          }
-        }
-#pragma unroll
-        for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-          for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)  // an eighth's one group goes out as is (summed below)
-              sv[mi][n][i] = kGr == 1 ? tx[mi][n][i] : __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
-      }
-      // Exchange the parts: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk), part q of
-      // head set hs is warp hs + kHs·q; with eighths quarter q is (0 + e_2q) + e_2q+1 (fd's
-      // (0 + group 0) + group 1).
-#pragma unroll
-      for (int i = 0; i < kXsFloats; ++i)
-        xs[(warp * kXsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
-      head_set_barrier<L::kParts>(hs);
+      s_tile<kGr>(sv, base, q_off, k_off);
+      // Exchange the parts: logit = (((q0 + q1) + q2) + q3) · scale · 2^−(tq + tk) (s_logits).
+      exchange_s<kGr, kMt>(xs, sv, warp, lane, hs);
       const float lf = ldexpf(p.scale, -(tq + tk));
       float lg[kMt][2][4];
-#pragma unroll
-      for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int slot = mi * 8 + i;
-          auto part = [&](int q) { return xs[((hs + kHs * q) * kXsFloats + slot) * 32 + lane]; };
-          auto quarter = [&](int q) {
-            return kGr == 2 ? part(q) : __fadd_rn(__fadd_rn(0.f, part(2 * q)), part(2 * q + 1));
-          };
-          float sum = quarter(0);
-#pragma unroll
-          for (int q = 1; q < 4; ++q) sum = __fadd_rn(sum, quarter(q));
-          const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
-          lg[mi][i >> 2][i & 3] = valid_s[vb][key] ? __fmul_rn(sum, lf) : -INFINITY;
-        }
+      s_logits<kGr>(
+          xs, hs, lane, lg, [](int) {},
+          [&](int, int i, float sum) {
+            const int key = (i >> 2) * 8 + 2 * (lane & 3) + (i & 1);
+            return valid_s[vb][key] ? __fmul_rn(sum, lf) : -INFINITY;
+          });
       // ---- online softmax per m-tile, rows g (i = 0, 1) and g + 8 (i = 2, 3) ----
       float f[kMt][2];
       uint32_t ph[kMt][4], pl[kMt][4];
+      // P · 2^14 as the A operand.
+      constexpr float kP = 16384.f;
+      constexpr float kPf[2][2] = {{kP, kP}, {kP, kP}};
 #pragma unroll
       for (int mi = 0; mi < kMt; ++mi) {
         float pv[2][4];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          float mx = fmaxf(fmaxf(lg[mi][0][2 * r], lg[mi][0][2 * r + 1]),
-                           fmaxf(lg[mi][1][2 * r], lg[mi][1][2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-          const float mn = fmaxf(m_run[mi][r], mx);
-          float cs = 1.f;
-          if (mn == -INFINITY) {
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
-          } else {
-            cs = m_run[mi][r] == -INFINITY ? 0.f : expf(m_run[mi][r] - mn);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                const float xv = lg[mi][nt][2 * r + j];
-                pv[nt][2 * r + j] = xv == -INFINITY ? 0.f : expf(xv - mn);
-              }
-          }
-          float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
-                               __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
-          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
-          rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
-          l_run[mi][r] = fmaf(l_run[mi][r], cs, rs);
-          m_run[mi][r] = mn;
+          const float cs = softmax_row(lg[mi], r, m_run[mi][r], l_run[mi][r], pv);
           f[mi][r] = ldexpf(cs, tk - e_acc);  // rescale and move acc into this tile's scale
         }
-        // P · 2^14 as the A operand: a0 (row g, keys 2t..), a1 (g + 8), a2 (g, 8 + 2t..), a3.
-        constexpr float kP = 16384.f;
-        split2(__fmul_rn(pv[0][0], kP), __fmul_rn(pv[0][1], kP), ph[mi][0], pl[mi][0]);
-        split2(__fmul_rn(pv[0][2], kP), __fmul_rn(pv[0][3], kP), ph[mi][1], pl[mi][1]);
-        split2(__fmul_rn(pv[1][0], kP), __fmul_rn(pv[1][1], kP), ph[mi][2], pl[mi][2]);
-        split2(__fmul_rn(pv[1][2], kP), __fmul_rn(pv[1][3], kP), ph[mi][3], pl[mi][3]);
+        split_p(pv, kPf, ph[mi], pl[mi]);
       }
       e_acc = tk;
 
       // ---- O = O·f + P·V over the warp's 64·kGr channels, one V fragment for its m-tiles ----
-#pragma unroll
-      for (int nt = 0; nt < L::kNt; ++nt) {
-        uint32_t v[4];  // hi b0, hi b1, lo b0, lo b1
-        ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
-#pragma unroll
-        for (int mi = 0; mi < kMt; ++mi) {
-          float t[4] = {0.f, 0.f, 0.f, 0.f};
-          mma(t, ph[mi], v[2], v[3]);
-          mma(t, pl[mi], v[0], v[1]);
-          mma(t, ph[mi], v[0], v[1]);
-          acc[mi][nt][0] = fmaf(acc[mi][nt][0], f[mi][0], t[0]);
-          acc[mi][nt][1] = fmaf(acc[mi][nt][1], f[mi][0], t[1]);
-          acc[mi][nt][2] = fmaf(acc[mi][nt][2], f[mi][1], t[2]);
-          acc[mi][nt][3] = fmaf(acc[mi][nt][3], f[mi][1], t[3]);
-        }
-      }
+      pv_accumulate(acc, ph, pl, f, vbuf, v_off);
       if (stage_ids) ids_s[lane] = next_id;  // read by chunk c + 1's issue, after its barrier A
     }
 

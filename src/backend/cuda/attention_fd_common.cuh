@@ -1,7 +1,10 @@
-// Device helpers of the split-key attention kernels (attention_fd.cu, and since session 10
-// attention_x4.cu): the fixed geometry, the fragment loaders and mma (fragment layouts:
-// attention_fd.cu's header), the fp16 hi/lo split and its power-of-two scales, the split of Q
-// (split_q), the unit cut of a token (unit_layout, token_cut), the sink, the kernel arguments, the
+// Device helpers of the split-key attention kernels (attention_fd.cu, since session 10
+// attention_x4.cu, since session 13 attention_x5.cu): the fixed geometry, the fragment loaders and
+// mma (fragment layouts: attention_fd.cu's header), the fp16 hi/lo split and its power-of-two
+// scales, the split of Q (split_q), the mma.sync chunk loop's pieces that attention_fd.cu and
+// attention_x5.cu share (store_split4, Layout, init_state, s_tile, exchange_s, s_logits,
+// softmax_row, split_p, pv_accumulate), the unit cut of a token (unit_layout, token_cut), the
+// sink, the merge of units (unit_weight, merge_unit), the kernel arguments (slice_args), the
 // combine kernel that merges the units of a split token and the host launch loop
 // (launch_split_key). Included only by those .cu files (C++17).
 #pragma once
@@ -150,6 +153,235 @@ __device__ __forceinline__ int split_q(const float* qp, bool aligned, float* red
   return tq;
 }
 
+// x (channels 4·c4 … 4·c4 + 3 of row r) · f split into hi / lo fp16 at (r, c4) of the swizzled
+// tiles hi_tile and lo_tile (a K = V row of a chunk, or attention_x5.cu's Q row).
+__device__ __forceinline__ void store_split4(unsigned char* hi_tile, unsigned char* lo_tile, int r,
+                                             int c4, const float4& x, float f) {
+  uint2 hi, lo;
+  split2(__fmul_rn(x.x, f), __fmul_rn(x.y, f), hi.x, lo.x);
+  split2(__fmul_rn(x.z, f), __fmul_rn(x.w, f), hi.y, lo.y);
+  const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
+  *reinterpret_cast<uint2*>(hi_tile + at) = hi;
+  *reinterpret_cast<uint2*>(lo_tile + at) = lo;
+}
+
+// ---- The mma.sync chunk loop of attention_fd.cu and attention_x5.cu (one copy since session 14:
+// the same instructions on the same operands in both kernels; every floating-point operation in
+// the order it had in each) ----
+constexpr int kWarps = 8;  // a block of either kernel
+constexpr int kThreads = kWarps * 32;
+
+// The block's warp layout. kGr = 64-channel groups per warp, kMt = m-tiles (16 heads) per warp:
+//   fd <2, 2>: 2 head sets (m-pairs) × 4 channel quarters, 64 heads per block (attention_fd.cu's
+//   header); session 11's head-split blocks: <1, 2> 32 heads, <1, 1> 16 heads — one head set × 8
+//   channel eighths. Every logit, softmax and P·V element is computed by the same instructions on
+//   the same operands as in fd (a warp's S chain over its 64 channels is one of fd's group chains;
+//   the eighths are summed into quarters as fd sums its two groups, (0 + group 0) + group 1, then
+//   ((q0 + q1) + q2) + q3), so a head-split block gives fd's bits for its heads.
+// Shared memory: Q hi/lo [kHeads][512] fp16 each, K = V hi/lo [16][512] fp16 each (swizzled,
+// swz), the raw fp32 tile [16][512], the S exchange.
+template <int kGr, int kMt>
+struct Layout {
+  static constexpr int kHs = kGr;                // head sets (warps w % kHs)
+  static constexpr int kParts = kWarps / kHs;    // channel parts (warps w / kHs)
+  static constexpr int kHeads = kHs * kMt * 16;  // heads per block
+  static constexpr int kNt = 8 * kGr;            // P·V n-tiles (8 channels) per warp
+  static constexpr int kXsFloats = kMt * 8;      // exchange floats per lane: kMt × 2 n-tiles × 4
+  static constexpr int kQhOff = 0;
+  static constexpr int kQlOff = kQhOff + kHeads * kRowB;
+  static constexpr int kKhOff = kQlOff + kHeads * kRowB;
+  static constexpr int kKlOff = kKhOff + kNc * kRowB;
+  static constexpr int kRawOff = kKlOff + kNc * kRowB;
+  static constexpr int kXsOff = kRawOff + kNc * kD * 4;
+  static constexpr int kSmemBytes = kXsOff + kWarps * kXsFloats * 32 * 4;  // fd: 212992
+  // 16-head blocks fit twice on an SM (104 KiB of shared memory, ≤ 128 registers).
+  static constexpr int kMinBlocks = kHeads == 16 ? 2 : 1;
+  static_assert(kSmemBytes * kMinBlocks + 1024 * kMinBlocks <= 227 * 1024, "shared memory");
+};
+
+// The kParts warps of head set hs (w = hs, hs + kHs, …); ids 1-2 (0 is __syncthreads).
+template <int kParts>
+__device__ __forceinline__ void head_set_barrier(int hs) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + hs), "r"(32 * kParts) : "memory");
+}
+
+// Softmax state of rows g and g + 8 of each m-tile (the same in the warps of a head set) and
+// the warp's P·V accumulators, before a unit's first chunk.
+template <int kMt, int kNt>
+__device__ __forceinline__ void init_state(float (&m_run)[kMt][2], float (&l_run)[kMt][2],
+                                           float (&acc)[kMt][kNt][4]) {
+#pragma unroll
+  for (int mi = 0; mi < kMt; ++mi) {
+    m_run[mi][0] = m_run[mi][1] = -INFINITY;
+    l_run[mi][0] = l_run[mi][1] = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
+  }
+}
+
+// S = Q·Kᵀ: the warp's m-tiles × 16 keys over its kGr groups of 64 channels, from the Q and
+// K = V hi/lo tiles at base (q_off, k_off: the warp's ldmatrix offsets, set up in each kernel:
+// as a shared struct they changed attention_fd.cu's code, session 14). Per accumulator hi·lo',
+// lo·hi', hi·hi' (session 7's order), chains of 4 k-steps; a group's chain is added to the
+// running sum, an eighth's one group (kGr = 1) goes out as is (summed in s_logits).
+template <int kGr, int kMt>
+__device__ __forceinline__ void s_tile(float (&sv)[kMt][2][4], uint32_t base,
+                                       const uint32_t (&q_off)[kMt], uint32_t k_off) {
+  using L = Layout<kGr, kMt>;
+#pragma unroll
+  for (int mi = 0; mi < kMt; ++mi)
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
+#pragma unroll
+  for (int grp = 0; grp < kGr; ++grp) {
+    float tx[kMt][2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
+      uint32_t qh[kMt][4], ql[kMt][4], kh[4], kl[4];
+#pragma unroll
+      for (int mi = 0; mi < kMt; ++mi) {
+        ldsm_x4(qh[mi], base + L::kQhOff + (q_off[mi] ^ step));
+        ldsm_x4(ql[mi], base + L::kQlOff + (q_off[mi] ^ step));
+      }
+      ldsm_x4(kh, base + L::kKhOff + (k_off ^ step));
+      ldsm_x4(kl, base + L::kKlOff + (k_off ^ step));
+#pragma unroll
+      for (int mi = 0; mi < kMt; ++mi) {
+        mma(tx[mi][0], qh[mi], kl[0], kl[1]);
+        mma(tx[mi][1], qh[mi], kl[2], kl[3]);
+        mma(tx[mi][0], ql[mi], kh[0], kh[1]);
+        mma(tx[mi][1], ql[mi], kh[2], kh[3]);
+        mma(tx[mi][0], qh[mi], kh[0], kh[1]);
+        mma(tx[mi][1], qh[mi], kh[2], kh[3]);
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < kMt; ++mi)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          sv[mi][n][i] = kGr == 1 ? tx[mi][n][i] : __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
+  }
+}
+
+// The warp's S parts into the exchange xs (lane-major, kXsFloats per lane), then the barrier of
+// its head set: afterwards s_logits reads every part of the head set.
+template <int kGr, int kMt>
+__device__ __forceinline__ void exchange_s(float* xs, const float (&sv)[kMt][2][4], int warp,
+                                           int lane, int hs) {
+  using L = Layout<kGr, kMt>;
+#pragma unroll
+  for (int i = 0; i < L::kXsFloats; ++i)
+    xs[(warp * L::kXsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
+  head_set_barrier<L::kParts>(hs);
+}
+
+// The lane's logits lg[mi][n-tile][accumulator] from the exchanged parts: element i (n-tile
+// i >> 2, accumulator i & 3) of m-tile mi is S = (((q0 + q1) + q2) + q3) of the channel
+// quarters, part q of head set hs being warp hs + kHs·q (with eighths quarter q is
+// (0 + e_2q) + e_2q+1, fd's (0 + group 0) + group 1), then logit(mi, i, S) — the kernel's
+// scaling and masking; begin_mtile(mi) runs before an m-tile's elements (x5 loads the rows'
+// Q scales there). (The loops live here with the sum: an S-only helper called from the
+// kernels' loops changed their integer code, session 14.)
+template <int kGr, int kMt, class BeginMtile, class Logit>
+__device__ __forceinline__ void s_logits(const float* xs, int hs, int lane, float (&lg)[kMt][2][4],
+                                         BeginMtile begin_mtile, Logit logit) {
+  using L = Layout<kGr, kMt>;
+#pragma unroll
+  for (int mi = 0; mi < kMt; ++mi) {
+    begin_mtile(mi);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int slot = mi * 8 + i;
+      auto part = [&](int q) { return xs[((hs + L::kHs * q) * L::kXsFloats + slot) * 32 + lane]; };
+      auto quarter = [&](int q) {
+        return kGr == 2 ? part(q) : __fadd_rn(__fadd_rn(0.f, part(2 * q)), part(2 * q + 1));
+      };
+      float sum = quarter(0);
+#pragma unroll
+      for (int q = 1; q < 4; ++q) sum = __fadd_rn(sum, quarter(q));
+      lg[mi][i >> 2][i & 3] = logit(mi, i, sum);
+    }
+  }
+}
+
+// Online softmax of row r of an m-tile (r = 0: row g, accumulators 0, 1; r = 1: row g + 8,
+// accumulators 2, 3) over the chunk's logits lg[n-tile][accumulator] (−inf: no key): the row's
+// max over the lane quad, mn = max(m_run, max), p = exp(x − mn) into pv (0 for −inf), the row
+// sum in a fixed tree, l_run = l_run·cs + sum, m_run = mn. Returns cs = exp(m_run_old − mn) (0
+// from −inf, 1 while the row has no key), the factor of the row's accumulator.
+__device__ __forceinline__ float softmax_row(const float (&lg)[2][4], int r, float& m_run,
+                                             float& l_run, float (&pv)[2][4]) {
+  float mx = fmaxf(fmaxf(lg[0][2 * r], lg[0][2 * r + 1]), fmaxf(lg[1][2 * r], lg[1][2 * r + 1]));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+  const float mn = fmaxf(m_run, mx);
+  float cs = 1.f;
+  if (mn == -INFINITY) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
+  } else {
+    cs = m_run == -INFINITY ? 0.f : expf(m_run - mn);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float xv = lg[nt][2 * r + j];
+        pv[nt][2 * r + j] = xv == -INFINITY ? 0.f : expf(xv - mn);
+      }
+  }
+  float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
+                       __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
+  rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
+  rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
+  l_run = fmaf(l_run, cs, rs);
+  m_run = mn;
+  return cs;
+}
+
+// P of an m-tile as the A operand of P·V, p · pf[n-tile][j] (key j = 0, 1 of the lane's pair)
+// split hi / lo: a0 (row g, keys 2t..), a1 (g + 8), a2 (g, 8 + 2t..), a3 (g + 8, 8 + 2t..).
+__device__ __forceinline__ void split_p(const float (&pv)[2][4], const float (&pf)[2][2],
+                                        uint32_t (&ph)[4], uint32_t (&pl)[4]) {
+  split2(__fmul_rn(pv[0][0], pf[0][0]), __fmul_rn(pv[0][1], pf[0][1]), ph[0], pl[0]);
+  split2(__fmul_rn(pv[0][2], pf[0][0]), __fmul_rn(pv[0][3], pf[0][1]), ph[1], pl[1]);
+  split2(__fmul_rn(pv[1][0], pf[1][0]), __fmul_rn(pv[1][1], pf[1][1]), ph[2], pl[2]);
+  split2(__fmul_rn(pv[1][2], pf[1][0]), __fmul_rn(pv[1][3], pf[1][1]), ph[3], pl[3]);
+}
+
+// O = O·f + P·V over the warp's kNt n-tiles (8 channels each), one V fragment (ldmatrix.trans:
+// hi b0, hi b1, lo b0, lo b1) for its m-tiles: t = hi·lo' + lo·hi' + hi·hi' from 0, then
+// acc = acc·f + t per element (f of the element's row).
+template <int kMt, int kNt>
+__device__ __forceinline__ void pv_accumulate(float (&acc)[kMt][kNt][4],
+                                              const uint32_t (&ph)[kMt][4],
+                                              const uint32_t (&pl)[kMt][4],
+                                              const float (&f)[kMt][2], uint32_t vbuf,
+                                              uint32_t v_off) {
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) {
+    uint32_t v[4];
+    ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
+#pragma unroll
+    for (int mi = 0; mi < kMt; ++mi) {
+      float t[4] = {0.f, 0.f, 0.f, 0.f};
+      mma(t, ph[mi], v[2], v[3]);
+      mma(t, pl[mi], v[0], v[1]);
+      mma(t, ph[mi], v[0], v[1]);
+      acc[mi][nt][0] = fmaf(acc[mi][nt][0], f[mi][0], t[0]);
+      acc[mi][nt][1] = fmaf(acc[mi][nt][1], f[mi][0], t[1]);
+      acc[mi][nt][2] = fmaf(acc[mi][nt][2], f[mi][1], t[2]);
+      acc[mi][nt][3] = fmaf(acc[mi][nt][3], f[mi][1], t[3]);
+    }
+  }
+}
+
 // The cut of a token of `chunks` chunks (attention_fd.h AttentionFdPlan).
 __host__ __device__ __forceinline__ void unit_layout(int64_t chunks, int chunks_per_unit,
                                                      int grid_units, int& n_units,
@@ -180,6 +412,20 @@ __device__ __forceinline__ bool finish_scale(float m, float l, const float* sink
   return any_key && m != -INFINITY && total > 0.f;
 }
 
+// The merge of a split token's units (attention_fd_combine, attention_x5.cu's cluster merge):
+// with M = max_u m_u, unit u weighs exp(m_u − M), 0 for a unit without a valid key; then
+// L = Σ_u l_u·w_u and a = Σ_u a_u·w_u, one fmaf per unit in unit order (merge_unit).
+__device__ __forceinline__ float unit_weight(float m, float M) {
+  return m == -INFINITY ? 0.f : expf(m - M);
+}
+__device__ __forceinline__ void merge_unit(float w, float l, const float4& v, float& L, float4& a) {
+  L = fmaf(l, w, L);
+  a.x = fmaf(v.x, w, a.x);
+  a.y = fmaf(v.y, w, a.y);
+  a.z = fmaf(v.z, w, a.z);
+  a.w = fmaf(v.w, w, a.w);
+}
+
 struct Args {
   const float* q;       // [S, nH, 512] (this slice)
   const float* kv;      // [T, 1, 512]
@@ -196,8 +442,29 @@ struct Args {
   int32_t* error_flag;
 };
 
-// Issues (and commits as one group) the copies of rows [kb, kb + n) (n ≤ 16) of the list into the
-
+// The Args of a call's tokens from s0 on (q, out and the offsets advanced to token s0; parts and
+// the cut as given; alignment of the call's q and kv).
+Args slice_args(const float* q, const float* kv, const int32_t* key_offsets, const int32_t* key_ids,
+                int64_t nnz, const float* sinks, int64_t nH, int64_t T, float scale, float* out,
+                int64_t s0, float* parts, int chunks_per_unit, int grid_units,
+                int32_t* error_flag) {
+  return Args{q + s0 * nH * kD,
+              kv,
+              key_offsets + s0,
+              key_ids,
+              nnz,
+              nH,
+              T,
+              sinks,
+              scale,
+              out + s0 * nH * kD,
+              parts,
+              chunks_per_unit,
+              grid_units,
+              reinterpret_cast<uintptr_t>(kv) % 16 == 0,
+              reinterpret_cast<uintptr_t>(q) % 16 == 0,
+              error_flag};
+}
 
 // One block per (token, head) of tokens with more than one unit; thread i owns channels
 // 4i … 4i + 3. With M = max_u m_u and w_u = exp(m_u − M) (0 for a unit without a valid key),
@@ -224,7 +491,7 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
   __syncthreads();
   float M = -INFINITY;
   for (int u = 0; u < n_units; ++u) M = fmaxf(M, m_s[u]);
-  if (tid < n_units) w_s[tid] = m_s[tid] == -INFINITY ? 0.f : expf(m_s[tid] - M);
+  if (tid < n_units) w_s[tid] = unit_weight(m_s[tid], M);
   __syncthreads();
   float L = 0.f;
   float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -238,14 +505,7 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
     for (int k = 0; k < kInFlight; ++k)
       v[k] = reinterpret_cast<const float4*>(part0 + (u + k) * stride + 4)[tid];
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) {
-      const float w = w_s[u + k];
-      L = fmaf(l_s[u + k], w, L);
-      a.x = fmaf(v[k].x, w, a.x);
-      a.y = fmaf(v[k].y, w, a.y);
-      a.z = fmaf(v[k].z, w, a.z);
-      a.w = fmaf(v[k].w, w, a.w);
-    }
+    for (int k = 0; k < kInFlight; ++k) merge_unit(w_s[u + k], l_s[u + k], v[k], L, a);
   }
   if (u < n_units) {  // the rest (< 16 units): all loads issued first, then summed in order
     float4 v[kInFlight];
@@ -255,12 +515,7 @@ __global__ void __launch_bounds__(128) attention_fd_combine(Args p) {
 #pragma unroll
     for (int k = 0; k < kInFlight; ++k) {
       if (u + k >= n_units) break;
-      const float w = w_s[u + k];
-      L = fmaf(l_s[u + k], w, L);
-      a.x = fmaf(v[k].x, w, a.x);
-      a.y = fmaf(v[k].y, w, a.y);
-      a.z = fmaf(v[k].z, w, a.z);
-      a.w = fmaf(v[k].w, w, a.w);
+      merge_unit(w_s[u + k], l_s[u + k], v[k], L, a);
     }
   }
   float cs, total;
@@ -318,22 +573,10 @@ void launch_split_key(const float* q, const float* kv, const int32_t* key_offset
   const int64_t slice = split ? slice_tokens_of(plan, S, nH) : S;
   for (int64_t s0 = 0; s0 < S; s0 += slice) {
     const int64_t n = S - s0 < slice ? S - s0 : slice;
-    Args a{q + s0 * nH * kD,
-           kv,
-           key_offsets + s0,
-           key_ids,
-           nnz,
-           nH,
-           T,
-           sinks,
-           scale,
-           out + s0 * nH * kD,
-           split ? parts : nullptr,
-           plan.chunks_per_unit < 1 ? 1 : plan.chunks_per_unit,
-           split ? plan.grid_units : 1,
-           reinterpret_cast<uintptr_t>(kv) % 16 == 0,
-           reinterpret_cast<uintptr_t>(q) % 16 == 0,
-           error_flag};
+    const Args a =
+        slice_args(q, kv, key_offsets, key_ids, nnz, sinks, nH, T, scale, out, s0,
+                   split ? parts : nullptr, plan.chunks_per_unit < 1 ? 1 : plan.chunks_per_unit,
+                   split ? plan.grid_units : 1, error_flag);
     const dim3 grid(static_cast<unsigned>(n * (nH / heads_per_block)),
                     static_cast<unsigned>(a.grid_units));
     launch(a, grid);

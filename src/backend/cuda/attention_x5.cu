@@ -24,12 +24,14 @@
 // takes tk = 61, above every real scale, and cannot lower T; a chunk of such rows only keeps the
 // accumulator's scale).
 //
-// Block = 8 warps, attention_fd's warp layouts (Layout<kGr, kMt> there): 16 heads (<1, 1>: one
-// m-tile × 8 channel eighths, two blocks per SM), 32 heads (<1, 2>) or 64 heads (<2, 2>: 2 head
-// sets × 4 channel quarters). Every S element is the same sum in every layout (an eighth's chain
-// over 64 channels is one of a quarter's two group chains; quarters are ((0 + g0) + g1), summed
-// ((q0 + q1) + q2) + q3), and the scales are per head and per row, so the heads per block never
-// change a bit: the plan may pick them by batch size.
+// Block = 8 warps, attention_fd's warp layouts (Layout<kGr, kMt>, attention_fd_common.cuh):
+// 16 heads (<1, 1>: one m-tile × 8 channel eighths, two blocks per SM), 32 heads (<1, 2>) or 64
+// heads (<2, 2>: 2 head sets × 4 channel quarters). Every S element is the same sum in every
+// layout (an eighth's chain over 64 channels is one of a quarter's two group chains; quarters
+// are ((0 + g0) + g1), summed ((q0 + q1) + q2) + q3), and the scales are per head and per row, so
+// the heads per block never change a bit: the plan may pick them by batch size. Since session 14
+// the chunk loop's S tile, logit sums, softmax rows, P split and P·V are the helpers of
+// attention_fd_common.cuh that attention_fd.cu calls too (the same instructions as before).
 //
 // The cut: a token of c chunks runs n = min(c, Umax) units of ⌈c / n⌉ chunks (unit_layout with
 // 1 chunk per unit and Umax units), a function of its own key count only; U = gridDim.y =
@@ -53,9 +55,7 @@ namespace deepinfer::cuda::kernels {
 namespace {
 namespace cg = cooperative_groups;
 
-constexpr int kX5Warps = 8;
-constexpr int kX5Threads = kX5Warps * 32;
-constexpr int kX5Rows = kNc / kX5Warps;  // rows of a chunk per warp: 2
+constexpr int kX5Rows = kNc / kWarps;    // rows of a chunk per warp: 2
 constexpr int kX5Cols = kD / 4 / 32;     // float4 columns per lane and row: 4
 constexpr int kX5MaxUnits = 16;          // cluster size at most (non-portable above 8)
 constexpr int kTkNone = 61;              // row scale of a missing / all-zero row
@@ -70,31 +70,6 @@ __device__ __forceinline__ unsigned long long x5_gtime() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-template <int kGr, int kMt>
-struct X5Layout {
-  static constexpr int kHs = kGr;                // head sets (warps w % kHs)
-  static constexpr int kParts = kX5Warps / kHs;  // channel parts (warps w / kHs)
-  static constexpr int kHeads = kHs * kMt * 16;  // heads per block
-  static constexpr int kNt = 8 * kGr;            // P·V n-tiles (8 channels) per warp
-  static constexpr int kXsFloats = kMt * 8;      // exchange floats per lane
-  static constexpr int kQhOff = 0;
-  static constexpr int kQlOff = kQhOff + kHeads * kRowB;
-  static constexpr int kKhOff = kQlOff + kHeads * kRowB;
-  static constexpr int kKlOff = kKhOff + kNc * kRowB;
-  static constexpr int kRawOff = kKlOff + kNc * kRowB;
-  static constexpr int kXsOff = kRawOff + kNc * kD * 4;
-  static constexpr int kSmemBytes = kXsOff + kX5Warps * kXsFloats * 32 * 4;
-  static constexpr int kMinBlocks = kHeads == 16 ? 2 : 1;
-  // The unit's state [kHeads][kStRow] fp32 overwrites Q hi/lo and (part of) K hi/lo.
-  static_assert(kHeads * kStRow * 4 <= kRawOff, "state area");
-  static_assert(kSmemBytes * kMinBlocks + 2048 * kMinBlocks <= 227 * 1024, "shared memory");
-};
-
-template <int kParts>
-__device__ __forceinline__ void x5_head_set_barrier(int hs) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + hs), "r"(32 * kParts) : "memory");
 }
 
 // Issues (one commit group) this thread's copies of the rows 2·warp + i (i < 2) of a chunk of
@@ -145,12 +120,17 @@ __device__ __forceinline__ void x5_load_ids(const Args& p, const TokenCut& cut, 
 
 // kAligned: q and kv 16-byte aligned (the 4-byte paths compiled out: a shorter kernel).
 template <int kGr, int kMt, bool kAligned>
-__global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
+__global__ void __launch_bounds__(kThreads, Layout<kGr, kMt>::kMinBlocks)
     attention_x5_kernel(Args p) {
-  using L = X5Layout<kGr, kMt>;
-  constexpr int kHs = L::kHs, kHeads = L::kHeads, kXsFloats = L::kXsFloats, kNt = L::kNt;
+  using L = Layout<kGr, kMt>;  // attention_fd's block layouts (attention_fd_common.cuh)
+  constexpr int kHs = L::kHs, kHeads = L::kHeads, kNt = L::kNt;
   constexpr int kQhOff = L::kQhOff, kQlOff = L::kQlOff, kKhOff = L::kKhOff, kKlOff = L::kKlOff,
                 kRawOff = L::kRawOff, kXsOff = L::kXsOff;
+  // The unit's state [kHeads][kStRow] fp32 overwrites Q hi/lo and (part of) K hi/lo; the static
+  // shared memory below (≤ 2 KiB) fits beside the dynamic.
+  static_assert(kHeads * kStRow * 4 <= kRawOff, "state area");
+  static_assert(L::kSmemBytes * L::kMinBlocks + 2048 * L::kMinBlocks <= 227 * 1024,
+                "shared memory");
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int tq_s[kHeads];
   __shared__ float m_s[kHeads], l_s[kHeads];
@@ -176,7 +156,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
 
   // Q of the block's heads: warp w splits heads w, w + 8, … (16 floats per lane and head), all
   // loads of a round in flight while the token's list is read.
-  constexpr int kQHeads = kHeads / kX5Warps;  // 2, 4 or 8
+  constexpr int kQHeads = kHeads / kWarps;  // 2, 4 or 8
   constexpr int kQRound = kQHeads > 4 ? 4 : kQHeads;
   const float* qp = p.q + (s * p.nH + hb) * kD;
   auto qload = [&](int h, int k) -> float4 {
@@ -188,7 +168,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
 #pragma unroll
   for (int j = 0; j < kQRound; ++j)
 #pragma unroll
-    for (int k = 0; k < kX5Cols; ++k) qv[j][k] = qload(warp + kX5Warps * j, k);
+    for (int k = 0; k < kX5Cols; ++k) qv[j][k] = qload(warp + kWarps * j, k);
 
   const TokenCut cut = token_cut(p, s);  // p.chunks_per_unit = 1, p.grid_units = gridDim.y
   const int n_units = cut.n_units, per_unit = cut.per_unit;
@@ -218,7 +198,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
   auto split_q_round = [&](int j0) {
 #pragma unroll
     for (int j = 0; j < kQRound; ++j) {
-      const int h = warp + kX5Warps * (j0 + j);
+      const int h = warp + kWarps * (j0 + j);
       float mx = 0.f;
 #pragma unroll
       for (int k = 0; k < kX5Cols; ++k)
@@ -230,15 +210,8 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
       if (lane == 0) tq_s[h] = tq;
       const float qf = pow2(tq);
 #pragma unroll
-      for (int k = 0; k < kX5Cols; ++k) {
-        const int c4 = lane + 32 * k;
-        uint2 hi, lo;
-        split2(__fmul_rn(qv[j][k].x, qf), __fmul_rn(qv[j][k].y, qf), hi.x, lo.x);
-        split2(__fmul_rn(qv[j][k].z, qf), __fmul_rn(qv[j][k].w, qf), hi.y, lo.y);
-        const uint32_t at = swz(h, c4 >> 1) + (c4 & 1) * 8;
-        *reinterpret_cast<uint2*>(smem + kQhOff + at) = hi;
-        *reinterpret_cast<uint2*>(smem + kQlOff + at) = lo;
-      }
+      for (int k = 0; k < kX5Cols; ++k)
+        store_split4(smem + kQhOff, smem + kQlOff, h, lane + 32 * k, qv[j][k], qf);
     }
   };
   if (work) {
@@ -248,7 +221,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
 #pragma unroll
       for (int j = 0; j < kQRound; ++j)
 #pragma unroll
-        for (int k = 0; k < kX5Cols; ++k) qv[j][k] = qload(warp + kX5Warps * (j0 + j), k);
+        for (int k = 0; k < kX5Cols; ++k) qv[j][k] = qload(warp + kWarps * (j0 + j), k);
       split_q_round(j0);
     }
   }
@@ -266,15 +239,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
 
   float m_run[kMt][2], l_run[kMt][2];
   float acc[kMt][kNt][4];
-#pragma unroll
-  for (int mi = 0; mi < kMt; ++mi) {
-    m_run[mi][0] = m_run[mi][1] = -INFINITY;
-    l_run[mi][0] = l_run[mi][1] = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mi][nt][i] = 0.f;
-  }
+  init_state(m_run, l_run, acc);
   int e_acc = 0;  // acc = a · 2^(14 + e_acc)
 
 #pragma unroll 1
@@ -312,15 +277,8 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
       }
       const float kf = pow2(tk == kTkNone ? 0 : tk);
 #pragma unroll
-      for (int k = 0; k < kX5Cols; ++k) {
-        const int c4 = lane + 32 * k;
-        uint2 hi, lo;
-        split2(__fmul_rn(x[i][k].x, kf), __fmul_rn(x[i][k].y, kf), hi.x, lo.x);
-        split2(__fmul_rn(x[i][k].z, kf), __fmul_rn(x[i][k].w, kf), hi.y, lo.y);
-        const uint32_t at = swz(r, c4 >> 1) + (c4 & 1) * 8;
-        *reinterpret_cast<uint2*>(smem + kKhOff + at) = hi;
-        *reinterpret_cast<uint2*>(smem + kKlOff + at) = lo;
-      }
+      for (int k = 0; k < kX5Cols; ++k)
+        store_split4(smem + kKhOff, smem + kKlOff, r, lane + 32 * k, x[i][k], kf);
     }
     // This thread's raw slots are free: chunk c + 1 goes in flight, chunk c + 2's ids follow.
     if (c + 1 < c1) {
@@ -331,56 +289,10 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
     __syncthreads();
     if (c == c0) stamp(7, clock64());
 
-    // ---- S = Q·Kᵀ (attention_fd.cu's code) ----
+    // ---- S = Q·Kᵀ and the exchange of its parts (attention_fd.cu's code) ----
     float sv[kMt][2][4];
-#pragma unroll
-    for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) sv[mi][n][i] = 0.f;
-#pragma unroll
-    for (int grp = 0; grp < kGr; ++grp) {
-      float tx[kMt][2][4];
-#pragma unroll
-      for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) tx[mi][n][i] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const uint32_t step = static_cast<uint32_t>(grp * 4 + ks) << 5;
-        uint32_t qh[kMt][4], ql[kMt][4], kh[4], kl[4];
-#pragma unroll
-        for (int mi = 0; mi < kMt; ++mi) {
-          ldsm_x4(qh[mi], base + kQhOff + (q_off[mi] ^ step));
-          ldsm_x4(ql[mi], base + kQlOff + (q_off[mi] ^ step));
-        }
-        ldsm_x4(kh, base + kKhOff + (k_off ^ step));
-        ldsm_x4(kl, base + kKlOff + (k_off ^ step));
-#pragma unroll
-        for (int mi = 0; mi < kMt; ++mi) {
-          mma(tx[mi][0], qh[mi], kl[0], kl[1]);
-          mma(tx[mi][1], qh[mi], kl[2], kl[3]);
-          mma(tx[mi][0], ql[mi], kh[0], kh[1]);
-          mma(tx[mi][1], ql[mi], kh[2], kh[3]);
-          mma(tx[mi][0], qh[mi], kh[0], kh[1]);
-          mma(tx[mi][1], qh[mi], kh[2], kh[3]);
-        }
-      }
-#pragma unroll
-      for (int mi = 0; mi < kMt; ++mi)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            sv[mi][n][i] = kGr == 1 ? tx[mi][n][i] : __fadd_rn(sv[mi][n][i], tx[mi][n][i]);
-    }
-#pragma unroll
-    for (int i = 0; i < kXsFloats; ++i)
-      xs[(warp * kXsFloats + i) * 32 + lane] = sv[i >> 3][(i >> 2) & 1][i & 3];
-    x5_head_set_barrier<L::kParts>(hs);
+    s_tile<kGr>(sv, base, q_off, k_off);
+    exchange_s<kGr, kMt>(xs, sv, warp, lane, hs);
     // This lane's keys: n-tile nt, j → key nt·8 + 2(lane & 3) + j.
     float kf[2][2];
     int tkk[2][2];
@@ -399,25 +311,17 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
     for (int r = 1; r < kNc; ++r) T = min(T, tk_s[vb][r]);
     if (T == kTkNone) T = e_acc;  // no row with a scale: keep the accumulator's
     float lg[kMt][2][4];
+    float qf[2];  // 2^−tq of the lane's rows g and g + 8 of the m-tile
+    s_logits<kGr>(
+        xs, hs, lane, lg,
+        [&](int mi) {
 #pragma unroll
-    for (int mi = 0; mi < kMt; ++mi) {
-      float qf[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) qf[r] = pow2(-tq_s[(hs * kMt + mi) * 16 + lane / 4 + 8 * r]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int slot = mi * 8 + i;
-        auto part = [&](int q) { return xs[((hs + kHs * q) * kXsFloats + slot) * 32 + lane]; };
-        auto quarter = [&](int q) {
-          return kGr == 2 ? part(q) : __fadd_rn(__fadd_rn(0.f, part(2 * q)), part(2 * q + 1));
-        };
-        float sum = quarter(0);
-#pragma unroll
-        for (int q = 1; q < 4; ++q) sum = __fadd_rn(sum, quarter(q));
-        const int nt = i >> 2, j = i & 1, r = (i >> 1) & 1;
-        lg[mi][nt][i & 3] = vk[nt][j] ? __fmul_rn(__fmul_rn(sum, qf[r]), kf[nt][j]) : -INFINITY;
-      }
-    }
+          for (int r = 0; r < 2; ++r) qf[r] = pow2(-tq_s[(hs * kMt + mi) * 16 + lane / 4 + 8 * r]);
+        },
+        [&](int, int i, float sum) {
+          const int nt = i >> 2, j = i & 1, r = (i >> 1) & 1;
+          return vk[nt][j] ? __fmul_rn(__fmul_rn(sum, qf[r]), kf[nt][j]) : -INFINITY;
+        });
     // ---- online softmax per m-tile (attention_fd.cu's), P scaled per key ----
     float f[kMt][2];
     uint32_t ph[kMt][4], pl[kMt][4];
@@ -431,57 +335,15 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
       float pv[2][4];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = fmaxf(fmaxf(lg[mi][0][2 * r], lg[mi][0][2 * r + 1]),
-                         fmaxf(lg[mi][1][2 * r], lg[mi][1][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-        const float mn = fmaxf(m_run[mi][r], mx);
-        float cs = 1.f;
-        if (mn == -INFINITY) {
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) pv[nt][2 * r] = pv[nt][2 * r + 1] = 0.f;
-        } else {
-          cs = m_run[mi][r] == -INFINITY ? 0.f : expf(m_run[mi][r] - mn);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const float xv = lg[mi][nt][2 * r + j];
-              pv[nt][2 * r + j] = xv == -INFINITY ? 0.f : expf(xv - mn);
-            }
-        }
-        float rs = __fadd_rn(__fadd_rn(pv[0][2 * r], pv[0][2 * r + 1]),
-                             __fadd_rn(pv[1][2 * r], pv[1][2 * r + 1]));
-        rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 1));
-        rs = __fadd_rn(rs, __shfl_xor_sync(kFull, rs, 2));
-        l_run[mi][r] = fmaf(l_run[mi][r], cs, rs);
-        m_run[mi][r] = mn;
+        const float cs = softmax_row(lg[mi], r, m_run[mi][r], l_run[mi][r], pv);
         f[mi][r] = __fmul_rn(cs, pow2(T - e_acc));  // = ldexpf (|T − e_acc| ≤ 121)
       }
-      split2(__fmul_rn(pv[0][0], pf[0][0]), __fmul_rn(pv[0][1], pf[0][1]), ph[mi][0], pl[mi][0]);
-      split2(__fmul_rn(pv[0][2], pf[0][0]), __fmul_rn(pv[0][3], pf[0][1]), ph[mi][1], pl[mi][1]);
-      split2(__fmul_rn(pv[1][0], pf[1][0]), __fmul_rn(pv[1][1], pf[1][1]), ph[mi][2], pl[mi][2]);
-      split2(__fmul_rn(pv[1][2], pf[1][0]), __fmul_rn(pv[1][3], pf[1][1]), ph[mi][3], pl[mi][3]);
+      split_p(pv, pf, ph[mi], pl[mi]);
     }
     e_acc = T;
 
     // ---- O = O·f + P·V (attention_fd.cu's) ----
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-      uint32_t v[4];
-      ldsm_x4_t(v, vbuf + (v_off ^ (static_cast<uint32_t>(nt) << 4)));
-#pragma unroll
-      for (int mi = 0; mi < kMt; ++mi) {
-        float t[4] = {0.f, 0.f, 0.f, 0.f};
-        mma(t, ph[mi], v[2], v[3]);
-        mma(t, pl[mi], v[0], v[1]);
-        mma(t, ph[mi], v[0], v[1]);
-        acc[mi][nt][0] = fmaf(acc[mi][nt][0], f[mi][0], t[0]);
-        acc[mi][nt][1] = fmaf(acc[mi][nt][1], f[mi][0], t[1]);
-        acc[mi][nt][2] = fmaf(acc[mi][nt][2], f[mi][1], t[2]);
-        acc[mi][nt][3] = fmaf(acc[mi][nt][3], f[mi][1], t[3]);
-      }
-    }
+    pv_accumulate(acc, ph, pl, f, vbuf, v_off);
     ok_cur[0] = ok_next[0];
     ok_cur[1] = ok_next[1];
   }
@@ -550,7 +412,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
   // load of a group issued at once (a short loop: a batch-1 CTA runs this code once, cold).
   constexpr int kGroup = 8;
   const int U = static_cast<int>(gridDim.y);
-  for (int it = unit * kX5Threads + tid; it < kHeads * (kD / 4); it += U * kX5Threads) {
+  for (int it = unit * kThreads + tid; it < kHeads * (kD / 4); it += U * kThreads) {
     const int hl = it / (kD / 4), c4 = it % (kD / 4);
     float M = -INFINITY;
 #pragma unroll
@@ -572,14 +434,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
         }
 #pragma unroll
       for (int k = 0; k < kGroup; ++k)
-        if (u0 + k < n_units) {
-          const float w = mq[k] == -INFINITY ? 0.f : expf(mq[k] - M);
-          Ls = fmaf(lq[k], w, Ls);
-          a.x = fmaf(vq[k].x, w, a.x);
-          a.y = fmaf(vq[k].y, w, a.y);
-          a.z = fmaf(vq[k].z, w, a.z);
-          a.w = fmaf(vq[k].w, w, a.w);
-        }
+        if (u0 + k < n_units) merge_unit(unit_weight(mq[k], M), lq[k], vq[k], Ls, a);
     }
     const int64_t h = hb + hl;
     float cs, total;
@@ -601,7 +456,7 @@ __global__ void __launch_bounds__(kX5Threads, X5Layout<kGr, kMt>::kMinBlocks)
 
 template <int kGr, int kMt, bool kAligned>
 auto x5_kernel_prepared(int units) {
-  using L = X5Layout<kGr, kMt>;
+  using L = Layout<kGr, kMt>;
   auto kernel = attention_x5_kernel<kGr, kMt, kAligned>;
   static std::atomic<uint64_t> opt_in{0};
   int dev = 0;
@@ -623,7 +478,7 @@ std::atomic<bool> g_x5_force_cluster{false};
 
 template <int kGr, int kMt>
 void launch_x5(const Args& a, int64_t n_tokens, int units, bool pdl, cudaStream_t st) {
-  using L = X5Layout<kGr, kMt>;
+  using L = Layout<kGr, kMt>;
   auto kernel = a.aligned && a.q_aligned ? x5_kernel_prepared<kGr, kMt, true>(units)
                                          : x5_kernel_prepared<kGr, kMt, false>(units);
   cudaLaunchAttribute attr[2];
@@ -638,7 +493,7 @@ void launch_x5(const Args& a, int64_t n_tokens, int units, bool pdl, cudaStream_
   cudaLaunchConfig_t cfg{};
   cfg.gridDim =
       dim3(static_cast<unsigned>(n_tokens * (a.nH / L::kHeads)), static_cast<unsigned>(units));
-  cfg.blockDim = dim3(kX5Threads);
+  cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = L::kSmemBytes;
   cfg.stream = st;
   // attr[0] = PDL (x7: a plain launch, to measure what PDL costs around a cluster kernel).
@@ -650,7 +505,7 @@ void launch_x5(const Args& a, int64_t n_tokens, int units, bool pdl, cudaStream_
 
 template <int kGr, int kMt>
 int max_cluster_of(int want) {
-  using L = X5Layout<kGr, kMt>;
+  using L = Layout<kGr, kMt>;
   auto kernel = x5_kernel_prepared<kGr, kMt, true>(want);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -659,7 +514,7 @@ int max_cluster_of(int want) {
   attr[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(1, static_cast<unsigned>(want));
-  cfg.blockDim = dim3(kX5Threads);
+  cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = L::kSmemBytes;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
@@ -728,22 +583,8 @@ void attention_fd_x5(const float* q, const float* kv, const int32_t* key_offsets
   const int64_t per_launch = int64_t{1} << 24;
   for (int64_t s0 = 0; s0 < S; s0 += per_launch) {
     const int64_t n = S - s0 < per_launch ? S - s0 : per_launch;
-    Args a{q + s0 * nH * kD,
-           kv,
-           key_offsets + s0,
-           key_ids,
-           nnz,
-           nH,
-           T,
-           sinks,
-           scale,
-           out + s0 * nH * kD,
-           nullptr,
-           1,
-           units,
-           reinterpret_cast<uintptr_t>(kv) % 16 == 0,
-           reinterpret_cast<uintptr_t>(q) % 16 == 0,
-           error_flag};
+    const Args a = slice_args(q, kv, key_offsets, key_ids, nnz, sinks, nH, T, scale, out, s0,
+                              nullptr, /*chunks_per_unit=*/1, units, error_flag);
     const bool pdl = plan.variant != 7;
     if (plan.heads_per_block == 16)
       launch_x5<1, 1>(a, n, units, pdl, st);
