@@ -4,12 +4,16 @@
 //
 //   build/bench/model/bench_model [--device cpu|cpu-reference|cuda] [--batch 1,16]
 //       [--prefill N] [--decode N] [--reps R] [--threads T] [--batch-invariant]
-//       [--enforce-eager] [--trace N [--trace-csv PREFIX]] [dir ...]
+//       [--enforce-eager] [--no-feed] [--trace N [--trace-csv PREFIX]] [dir ...]
 //
 // Defaults: CPU, batch 1, the fixtures under tests/data (run from the repository root).
 // On a device backend the greedy pick runs on the device, as in the engine (logits stay in device
 // memory, `Backend::sample` with temperature 0, B ids downloaded); `--host-argmax` downloads the
 // [B, V] logits and takes the argmax on the host instead (what sessions 2–5 measured).
+// Decode steps are fed as in the engine (session 14; docs/engine.md "Token ids on the device"):
+// step i+1 is queued with its tokens taken from step i's picked ids on the device, and only then
+// does the host wait for step i's ids (download_async). `--no-feed` waits for each step's ids
+// before queueing the next (what sessions 6–13 measured).
 // CUDA decode steps replay captured CUDA graphs unless --enforce-eager (the first rep captures;
 // the best rep is reported).
 // --trace N: after the timed reps, N more decode steps per batch size under CUPTI (kernel_trace.h):
@@ -47,7 +51,8 @@ int argmax(const float* row, int64_t V) {
 int main(int argc, char** argv) {
   int prefill = 128, decode = 64, threads = 0, reps = 3, trace_steps = 0;
   std::string trace_csv;
-  bool batch_invariant = false, fp8_activations = false, host_argmax = false, eager = false;
+  bool batch_invariant = false, fp8_activations = false, host_argmax = false, eager = false,
+       no_feed = false;
   std::string device = "cpu";
   std::vector<int> batches = {1};
   std::vector<std::string> dirs;
@@ -63,6 +68,8 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-activations") fp8_activations = true;
     else if (a == "--enforce-eager") eager = true;
     else if (a == "--host-argmax") host_argmax = true;
+    else if (a == "--no-feed")
+      no_feed = true;
     else if (a == "--trace" && i + 1 < argc) trace_steps = std::atoi(argv[++i]);
     else if (a == "--trace-csv" && i + 1 < argc) trace_csv = argv[++i];
     else if (a == "--batch" && i + 1 < argc) {
@@ -75,9 +82,11 @@ int main(int argc, char** argv) {
         p = c + 1;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
-                  "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [--enforce-eager] "
-                  "[--trace N [--trace-csv PREFIX]] [dir ...]\n");
+      std::printf(
+          "usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
+          "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [--enforce-eager] "
+          "[--no-feed] "
+          "[--trace N [--trace-csv PREFIX]] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
@@ -114,10 +123,16 @@ int main(int argc, char** argv) {
   }
   const bool device_pick = !be->host_memory() && !host_argmax;
   if (be->supports_graphs()) std::printf("decode steps replay CUDA graphs (--enforce-eager: off)\n");
-  std::printf("backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d), greedy pick on the %s\n",
-              be->name(), batch_invariant ? " (batch-invariant)" : fp8_activations ? " (fp8 activations)" : "",
-              threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps,
-              device_pick ? "device" : "host");
+  std::printf(
+      "backend %s%s, threads %s, prefill %d tokens, decode %d steps (best of %d), greedy pick on "
+      "the %s%s\n",
+      be->name(),
+      batch_invariant   ? " (batch-invariant)"
+      : fp8_activations ? " (fp8 activations)"
+                        : "",
+      threads ? std::to_string(threads).c_str() : "default", prefill, decode, reps,
+      device_pick ? "device" : "host",
+      device_pick && !no_feed ? ", steps fed from the picked ids on the device" : "");
   // host ms/step: the time per decode step spent inside Model::forward on the host (what is
   // enqueued, plus any wait inside it) — near ms/step means the host, not the device, sets the pace.
   std::printf("%-48s %6s %9s %14s %14s %12s %12s\n", "model", "batch", "load s", "prefill tok/s",
@@ -133,8 +148,17 @@ int main(int argc, char** argv) {
     model::Model& mdl = **m;
     mdl.set_logits_on_device(device_pick);
     const int64_t V = mdl.info().vocab_size;
-    // Greedy ids of the last forward's logits [B, V] into tok (device: sample op + B-id download).
-    auto pick = [&](const backend::Tensor& logits, std::vector<int32_t>& tok) -> Status {
+    const bool feed = device_pick && !no_feed && mdl.accepts_fed_tokens();
+    // The picked ids of the newest step: on the device (what the next step is fed from) and on
+    // their way to the host (the ticket fills tok).
+    struct Picked {
+      backend::Tensor ids;
+      std::unique_ptr<backend::Backend::PendingDownload> ticket;
+    };
+    // Greedy ids of the last forward's logits [B, V] into tok (device: sample op + B-id download,
+    // waited for at once, or — `later` — left to the ticket in `picked`).
+    auto pick = [&](const backend::Tensor& logits, std::vector<int32_t>& tok, Picked& picked,
+                    bool later) -> Status {
       const int64_t B = static_cast<int64_t>(tok.size());
       if (!device_pick) {
         for (int64_t b = 0; b < B; ++b) tok[b] = argmax(logits.data<float>() + b * V, V);
@@ -142,10 +166,50 @@ int main(int argc, char** argv) {
       }
       std::vector<backend::SampleRowParams> rows(static_cast<size_t>(B));
       for (auto& r : rows) r.temperature = 0.0f;
-      DI_ASSIGN_OR_RETURN(backend::Tensor ids, be->empty(DType::kI32, {B}));
-      DI_RETURN_IF_ERROR(be->sample(logits, rows, ids));
+      DI_ASSIGN_OR_RETURN(picked.ids, be->empty(DType::kI32, {B}));
+      DI_RETURN_IF_ERROR(be->sample(logits, rows, picked.ids));
       backend::Tensor host = backend::Tensor::borrow(tok.data(), DType::kI32, {B});
-      return be->download(ids, host);
+      if (!later) return be->download(picked.ids, host);
+      DI_ASSIGN_OR_RETURN(picked.ticket, be->download_async(picked.ids, host));
+      return OkStatus();
+    };
+    // One decode step of the sequences in st: their tokens from tok, or fed from the previous
+    // pick's ids on the device (then the host waits for those ids only after queueing this step,
+    // as the engine does). host_s += the time inside Model::forward.
+    std::vector<int32_t> spare;  // the fed mode's second id buffer (tok and spare alternate)
+    bool tracing = false;        // decode_step notes "forward end" on the trace
+    auto decode_step = [&](std::vector<std::unique_ptr<model::SequenceState>>& st,
+                           std::vector<int32_t>& tok, Picked& picked, double& host_s) -> Status {
+      const int B = static_cast<int>(tok.size());
+      static const int32_t kPlaceholder = -1;
+      std::vector<model::SequenceInput> step;
+      for (int b = 0; b < B; ++b) {
+        model::SequenceInput in{std::span<const int32_t>(feed ? &kPlaceholder : &tok[b], 1),
+                                st[b].get(), false};
+        if (feed) {
+          in.fed_ids = &picked.ids;
+          in.fed_row = b;
+        }
+        step.push_back(in);
+      }
+      const auto th = std::chrono::steady_clock::now();
+      DI_ASSIGN_OR_RETURN(backend::Tensor logits, mdl.forward(step));
+      host_s += seconds_since(th);
+      if (tracing) trace->note("forward end");
+      if (!feed) return pick(logits, tok, picked, false);
+      Picked next;
+      spare.resize(tok.size());
+      DI_RETURN_IF_ERROR(pick(logits, spare, next, true));
+      if (picked.ticket) DI_RETURN_IF_ERROR(picked.ticket->wait());  // the previous step's ids
+      picked = std::move(next);
+      std::swap(tok, spare);  // tok is where the new ticket lands
+      return OkStatus();
+    };
+    auto drain = [&](Picked& picked) -> Status {
+      if (!picked.ticket) return OkStatus();
+      Status st = picked.ticket->wait();
+      picked.ticket.reset();
+      return st;
     };
     for (int B : batches) {
       std::vector<std::vector<int32_t>> ids(B, std::vector<int32_t>(prefill));
@@ -164,18 +228,23 @@ int main(int argc, char** argv) {
         auto l = mdl.forward(in);
         if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
         std::vector<int32_t> tok(B);
-        if (Status s = pick(*l, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+        Picked picked;
+        if (Status s = pick(*l, tok, picked, false); !s.ok()) {
+          std::printf("pick failed: %s\n", s.to_string().c_str());
+          return 1;
+        }
         best_prefill = std::min(best_prefill, seconds_since(t0));  // the pick waits for the device
         t0 = std::chrono::steady_clock::now();
         double host = 0;
         for (int i = 0; i < decode; ++i) {
-          std::vector<model::SequenceInput> step;
-          for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
-          const auto th = std::chrono::steady_clock::now();
-          auto d = mdl.forward(step);
-          host += seconds_since(th);
-          if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
-          if (Status s = pick(*d, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+          if (Status s = decode_step(st, tok, picked, host); !s.ok()) {
+            std::printf("decode failed: %s\n", s.to_string().c_str());
+            return 1;
+          }
+        }
+        if (Status s = drain(picked); !s.ok()) {
+          std::printf("pick failed: %s\n", s.to_string().c_str());
+          return 1;
         }
         const double took = seconds_since(t0);
         if (took < best_decode) best_decode = took, host_decode = host;
@@ -194,7 +263,11 @@ int main(int argc, char** argv) {
         std::vector<int32_t> tok(B);
         auto l = mdl.forward(in);
         if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
-        if (Status s = pick(*l, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+        Picked picked;
+        if (Status s = pick(*l, tok, picked, false); !s.ok()) {
+          std::printf("pick failed: %s\n", s.to_string().c_str());
+          return 1;
+        }
         std::string why;
         std::chrono::steady_clock::time_point t0;
         for (int i = 0; i < 4 + trace_steps; ++i) {
@@ -203,14 +276,19 @@ int main(int argc, char** argv) {
             if (!trace->mark(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }
             t0 = std::chrono::steady_clock::now();
           }
-          std::vector<model::SequenceInput> step;
-          for (int b = 0; b < B; ++b) step.push_back({std::span<const int32_t>(&tok[b], 1), st[b].get(), false});
           trace->note("forward begin");
-          auto d = mdl.forward(step);
-          trace->note("forward end");
-          if (!d.ok()) { std::printf("decode failed: %s\n", d.status().to_string().c_str()); return 1; }
-          if (Status s = pick(*d, tok); !s.ok()) { std::printf("pick failed: %s\n", s.to_string().c_str()); return 1; }
+          tracing = true;
+          double unused = 0;
+          if (Status s = decode_step(st, tok, picked, unused); !s.ok()) {
+            std::printf("decode failed: %s\n", s.to_string().c_str());
+            return 1;
+          }
           trace->note("pick end");
+        }
+        tracing = false;
+        if (Status s = drain(picked); !s.ok()) {
+          std::printf("pick failed: %s\n", s.to_string().c_str());
+          return 1;
         }
         const double took = seconds_since(t0);
         if (!trace->end(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }

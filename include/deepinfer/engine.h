@@ -112,6 +112,12 @@ struct EngineConfig {
   // (identical tokens). GPU: greedy tokens identical, random draws from the same distribution
   // (see the doc). false: always the host sampler on downloaded logits.
   bool device_sampling = true;
+  // Token ids on the device (docs/engine.md "Token ids on the device"; needs async scheduling
+  // and device sampling): a decode step whose tokens the previous step is still sampling is
+  // queued before those ids reach the host — they are placed into its inputs on the device — so
+  // the device runs the two steps back to back. Steps with structured outputs, or after a step
+  // sampled on the host, wait for the ids as before. Same tokens either way. DeepSeek-V4 models.
+  bool device_token_feedback = true;
 
   Status validate() const;
 };
@@ -124,6 +130,7 @@ struct EngineStats {
   int64_t num_idle_steps = 0;         // data parallel + expert parallel: steps with no own work
   int64_t num_eplb_rebalances = 0;   // live EPLB: placements applied (EngineConfig.enable_eplb)
   int64_t num_device_sampled_steps = 0;  // steps sampled by the backend (EngineConfig::device_sampling)
+  int64_t num_fed_steps = 0;  // steps queued before the previous step's ids reached the host
   int64_t num_context_parallel_chunks = 0;  // prefill chunks split over the CP ranks
   std::string kv_summary;             // pool sizes per kind of state
 };

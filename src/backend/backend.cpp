@@ -1,7 +1,8 @@
 // Host-memory defaults of the Backend memory interface (the CPU backend uses them as they are).
-#include <cstring>
-
 #include "backend/backend.h"
+
+#include <algorithm>
+#include <cstring>
 
 #include "common/check.h"
 
@@ -250,6 +251,66 @@ Status Backend::download(const Tensor& src, Tensor& host) {
   if (host.on_device() || src.on_device())
     return InvalidArgument(std::string("download: backend ") + name() + " has host memory only");
   if (src.nbytes()) std::memmove(host.raw(), src.raw(), src.nbytes());
+  return OkStatus();
+}
+
+namespace {
+
+// A download that already happened (the base download_async): wait() reports its status.
+class DoneDownload final : public Backend::PendingDownload {
+ public:
+  explicit DoneDownload(Status st) : st_(std::move(st)) {}
+  Status wait() override { return st_; }
+
+ private:
+  Status st_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend::PendingDownload>> Backend::download_async(const Tensor& src,
+                                                                            Tensor& host) {
+  if (src.nbytes() > kMaxAsyncDownloadBytes)
+    return InvalidArgument("download_async: " + src.describe() + " is over " +
+                           std::to_string(kMaxAsyncDownloadBytes) + " bytes");
+  DI_RETURN_IF_ERROR(check_transfer("download_async", src, host));
+  return std::unique_ptr<PendingDownload>(new DoneDownload(download(src, host)));
+}
+
+Status Backend::scatter_ids(const Tensor& src, const Tensor& map, Tensor& dst) {
+  if (!host_memory()) return Unimplemented(std::string("scatter_ids on ") + name());
+  if (src.dtype() != DType::kI32 || src.rank() != 1 || map.dtype() != DType::kI32 ||
+      map.rank() != 2 || map.dim(1) != 2 || dst.dtype() != DType::kI32 || dst.rank() != 1)
+    return InvalidArgument("scatter_ids: want src [m] I32, map [n, 2] I32, dst [d] I32; got " +
+                           src.describe() + ", " + map.describe() + ", " + dst.describe());
+  const int32_t* mp = map.data<int32_t>();
+  for (int64_t i = 0; i < map.dim(0); ++i) {
+    const int64_t from = mp[2 * i], to = mp[2 * i + 1];
+    if (from < 0 || from >= src.dim(0) || to < 0 || to >= dst.dim(0))
+      return OutOfRange("scatter_ids: pair " + std::to_string(i) + " (" + std::to_string(from) +
+                        " -> " + std::to_string(to) + ") is outside src [" +
+                        std::to_string(src.dim(0)) + "] or dst [" + std::to_string(dst.dim(0)) +
+                        "]");
+    dst.data<int32_t>()[to] = src.data<int32_t>()[from];
+  }
+  return OkStatus();
+}
+
+Status Backend::gather_ids(const Tensor& table, const Tensor& ids, Tensor& out) {
+  if (!host_memory()) return Unimplemented(std::string("gather_ids on ") + name());
+  if (table.dtype() != DType::kI32 || table.rank() != 2 || ids.dtype() != DType::kI32 ||
+      ids.rank() != 1 || out.dtype() != DType::kI32 || out.rank() != 2 ||
+      out.dim(0) != ids.dim(0) || out.dim(1) != table.dim(1))
+    return InvalidArgument("gather_ids: want table [V, C] I32, ids [S] I32, out [S, C] I32; got " +
+                           table.describe() + ", " + ids.describe() + ", " + out.describe());
+  const int64_t V = table.dim(0), C = table.dim(1);
+  for (int64_t s = 0; s < ids.dim(0); ++s) {
+    const int64_t id = ids.data<int32_t>()[s];
+    if (id < 0 || id >= V)
+      return OutOfRange("gather_ids: id " + std::to_string(id) + " at " + std::to_string(s) +
+                        " is outside the table's " + std::to_string(V) + " rows");
+    std::copy_n(table.data<int32_t>() + id * C, C, out.data<int32_t>() + s * C);
+  }
   return OkStatus();
 }
 

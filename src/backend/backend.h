@@ -128,6 +128,21 @@ class Backend {
   virtual Status upload(const Tensor& host, Tensor& dst);
   // host (host memory) = src (backend memory); same dtype and numel; waits for queued work.
   virtual Status download(const Tensor& src, Tensor& host);
+  // A download waited for later (docs/engine.md "Token ids on the device"): download_async queues
+  // the copy of src (backend memory, at most kMaxAsyncDownloadBytes) behind the work queued so far
+  // and returns; PendingDownload::wait() blocks until that copy — not the work queued after it —
+  // has landed, then fills `host` (which must live until then) and reports a device-side error of
+  // the work before it, as download does. The engine queues step N+1 before it reads step N's
+  // sampled ids. A host backend copies at once. A ticket must not outlive its backend; wait() may
+  // run on another thread than the one that queued (it touches only the ticket and the stream).
+  class PendingDownload {
+   public:
+    virtual ~PendingDownload() = default;
+    virtual Status wait() = 0;  // once
+  };
+  static constexpr uint64_t kMaxAsyncDownloadBytes = 64 << 10;
+  virtual StatusOr<std::unique_ptr<PendingDownload>> download_async(const Tensor& src,
+                                                                    Tensor& host);
   // Makes the calling thread able to run this backend's ops (a device backend selects its device
   // for the thread). Call once on every thread other than the creating one that runs ops.
   virtual Status bind_thread() { return OkStatus(); }
@@ -169,6 +184,20 @@ class Backend {
     (void)graph;
     return Unimplemented(std::string("graphs: not implemented by the ") + name() + " backend");
   }
+
+  // ---- a side queue (session 14; docs/cuda.md "The shared expert beside the routed ones") ----
+  // begin_side(): the ops issued until end_side() go to a second queue that starts after the work
+  // queued so far and runs beside the main queue's later work; join_side() makes the main queue
+  // wait for it. Memory freed between begin_side() and join_side() is not handed out again
+  // before join_side() (neither queue can reuse a block the other may still use). Works while
+  // capturing (the graph gets two branches). Every begin_side() that succeeded must be followed
+  // by end_side() and join_side(), also after an error. A backend with one queue answers
+  // Unimplemented and the caller runs the ops in line.
+  virtual Status begin_side() {
+    return Unimplemented(std::string("begin_side: the ") + name() + " backend has one queue");
+  }
+  virtual Status end_side() { return FailedPrecondition("end_side without begin_side"); }
+  virtual Status join_side() { return FailedPrecondition("join_side without begin_side"); }
 
   // ---- weights ----
   // out [N, K] F32 = dequantized w. w: F32/BF16/F16 [N, K] (scale null); F8E4M3 [N, K] with
@@ -244,6 +273,16 @@ class Backend {
   // layout [S, 3] I32, dst [n] I32. A pick of -1 within the count, a count > k or a range
   // outside dst is kOutOfRange (a device backend reports it at its next synchronize).
   virtual Status place_ids(const Tensor& src, const Tensor& layout, Tensor& dst);
+
+  // ---- token ids that stay on the device (docs/engine.md "Token ids on the device") ----
+  // dst[map[i, 1]] = src[map[i, 0]] for every row i of map [n, 2] I32: the ids a sampler wrote
+  // (src [m] I32) placed into the next step's inputs (dst [d] I32) without a trip to the host.
+  // A pair outside src or dst is kOutOfRange (a device backend: at its next synchronize).
+  virtual Status scatter_ids(const Tensor& src, const Tensor& map, Tensor& dst);
+  // out [S, C] I32 = table [V, C] I32 rows at ids [S] I32 (a hash layer's tid2eid[token] for
+  // tokens known only on the device); an id outside [0, V) is kOutOfRange (device: at the next
+  // synchronize, its row left as -1).
+  virtual Status gather_ids(const Tensor& table, const Tensor& ids, Tensor& out);
 
   // ---- MoE ----
   // Router. logits [S, E]. Selection: top-k of score + bias (bias [E] optional, selection only;

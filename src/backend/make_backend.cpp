@@ -33,6 +33,7 @@ StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,
     o.batch_invariant = options.batch_invariant;
     o.fp8_activations = options.fp8_activations;
     o.graphs = options.graphs;
+    o.side_stream = options.side_stream;
     DI_ASSIGN_OR_RETURN(auto be, cuda::CudaBackend::create(o));
     return std::unique_ptr<Backend>(std::move(be));
 #else

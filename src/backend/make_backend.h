@@ -25,6 +25,9 @@ struct BackendOptions {
   // begin_capture); false = every op launched one by one (`--enforce-eager`, or
   // DEEPINFER_CUDA_GRAPHS=0).
   bool graphs = true;
+  // CUDA backend: a second stream for Backend::begin_side (the MoE's shared expert runs beside
+  // the routed experts; same kernels, same bits). false, or DEEPINFER_SIDE_STREAM=0: one stream.
+  bool side_stream = true;
 };
 
 StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& device,

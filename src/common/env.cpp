@@ -150,6 +150,12 @@ Env Env::from_process() {
     if (*v == "0" || *v == "1") e.cuda_graphs = *v == "1";
     else log_warning("DEEPINFER_CUDA_GRAPHS='" + *v + "' is not 0 or 1; using 1");
   }
+  if (auto v = get("DEEPINFER_SIDE_STREAM")) {
+    if (*v == "0" || *v == "1")
+      e.side_stream = *v == "1";
+    else
+      log_warning("DEEPINFER_SIDE_STREAM='" + *v + "' is not 0 or 1; using 1");
+  }
   if (auto v = get("DEEPINFER_HEAD_BLAS")) {
     if (*v == "0" || *v == "1" || *v == "2")
       e.head_blas = (*v)[0] - '0';

@@ -111,6 +111,9 @@ struct Env {
   int attention_bi_chunks = 0;
   // DEEPINFER_CUDA_GRAPHS: 1 (default) | 0 — replay decode steps from captured CUDA graphs.
   bool cuda_graphs = true;
+  // DEEPINFER_SIDE_STREAM: 1 (default) | 0 — the CUDA backend's second stream (Backend::
+  //   begin_side): the MoE's shared expert beside the routed experts (session 14, same bits).
+  bool side_stream = true;
   // DEEPINFER_DECODE_FUSION: 1 (default) | 0 — the CUDA backend's fused decode ops (session 12:
   //   neighbouring small kernels of a decoder layer run as one launch, same bits); 0 runs each
   //   part as its own kernel.

@@ -99,6 +99,12 @@ struct Engine::Impl {
   engine::SchedulerOutput schedule();
   // Starts filling the grammar masks of `step`'s constrained rows, then launches its forward.
   void launch(engine::SchedulerOutput step);
+  // Sampling rows for the backend, or none (the host sampler).
+  std::vector<backend::SampleRowParams> device_sample_rows(
+      const engine::SchedulerOutput& step) const;
+  // Queues `next` behind the step in flight, its placeholders fed from that step's ids on the
+  // device; false (nothing launched) when it cannot.
+  bool launch_fed(engine::SchedulerOutput& next);
   // Requests whose grammar compiled join the scheduling; a compile error fails only its request.
   void poll_grammars(std::vector<RequestOutput>* outputs);
   void release_grammar(const std::string& id);

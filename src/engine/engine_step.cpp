@@ -33,35 +33,67 @@ void Engine::Impl::launch(engine::SchedulerOutput step) {
       mask_job = std::move(job);
     }
   }
-  // Sampling on the device (docs/engine.md "Sampling on the device"): when every sampling row
-  // takes the sampler's plain path (sample::is_plain_row), the backend samples the step right
-  // after its forward with the exact inputs of the host path (seed, sequence index, output
-  // position of each chunk). Rows that do not sample, or whose request is gone (its token will be
-  // skipped), get greedy parameters. Otherwise no rows: the host sampler, as before.
-  std::vector<backend::SampleRowParams> sample_rows;
-  if (config.device_sampling) {
-    sample_rows.resize(step.chunks.size());
-    for (size_t i = 0; i < step.chunks.size(); ++i) {
-      const auto& chunk = step.chunks[i];
-      backend::SampleRowParams& row = sample_rows[i];
-      row.temperature = 0.0f;
-      if (!chunk.samples) continue;
-      const engine::Request* req = scheduler->get_request(chunk.request_id);
-      if (req == nullptr || req->key != chunk.key) continue;
-      if (!sample::is_plain_row(req->params, chunk.num_output_tokens)) {
-        sample_rows.clear();
-        break;
-      }
-      row.temperature = req->params.temperature;
-      row.top_k = req->params.top_k;
-      row.top_p = req->params.top_p;
-      row.min_p = req->params.min_p;
-      row.seed = chunk.seed;
-      row.sequence_index = chunk.sequence_index;
-      row.output_position = static_cast<uint32_t>(chunk.num_output_tokens);
-    }
-  }
+  std::vector<backend::SampleRowParams> sample_rows = device_sample_rows(step);
   executor->launch(std::move(step), std::move(sample_rows));
+}
+
+// Sampling on the device (docs/engine.md "Sampling on the device"): when every sampling row
+// takes the sampler's plain path (sample::is_plain_row), the backend samples the step right
+// after its forward with the exact inputs of the host path (seed, sequence index, output
+// position of each chunk). Rows that do not sample, or whose request is gone (its token will be
+// skipped), get greedy parameters. Otherwise no rows: the host sampler, as before.
+std::vector<backend::SampleRowParams> Engine::Impl::device_sample_rows(
+    const engine::SchedulerOutput& step) const {
+  std::vector<backend::SampleRowParams> sample_rows;
+  if (!config.device_sampling) return sample_rows;
+  sample_rows.resize(step.chunks.size());
+  for (size_t i = 0; i < step.chunks.size(); ++i) {
+    const auto& chunk = step.chunks[i];
+    backend::SampleRowParams& row = sample_rows[i];
+    row.temperature = 0.0f;
+    if (!chunk.samples) continue;
+    const engine::Request* req = scheduler->get_request(chunk.request_id);
+    if (req == nullptr || req->key != chunk.key) continue;
+    if (!sample::is_plain_row(req->params, chunk.num_output_tokens)) return {};
+    row.temperature = req->params.temperature;
+    row.top_k = req->params.top_k;
+    row.top_p = req->params.top_p;
+    row.min_p = req->params.min_p;
+    row.seed = chunk.seed;
+    row.sequence_index = chunk.sequence_index;
+    row.output_position = static_cast<uint32_t>(chunk.num_output_tokens);
+  }
+  return sample_rows;
+}
+
+// Token ids on the device (docs/engine.md "Token ids on the device"): `next` (scheduled while
+// step N runs) is queued behind N at once, each placeholder token fed from N's sampled ids on the
+// backend, when N was sampled there and no request of `next` has structured outputs (its mask
+// needs N's token accepted first). Every placeholder must be a chunk's last token and belong to
+// a chunk of N that samples for the same request. Returns false (nothing launched; `next` kept)
+// when it cannot.
+bool Engine::Impl::launch_fed(engine::SchedulerOutput& next) {
+  if (!config.device_token_feedback || next.empty() || !executor->can_feed()) return false;
+  const engine::SchedulerOutput& prev = executor->newest_step();
+  std::unordered_map<std::string, int32_t> prev_row;  // request id -> its sampling chunk in N
+  for (size_t j = 0; j < prev.chunks.size(); ++j)
+    if (prev.chunks[j].samples) prev_row[prev.chunks[j].request_id] = static_cast<int32_t>(j);
+  std::vector<int32_t> fed_rows(next.chunks.size(), -1);
+  for (size_t i = 0; i < next.chunks.size(); ++i) {
+    const engine::ScheduledChunk& c = next.chunks[i];
+    const engine::Request* req = scheduler->get_request(c.request_id);
+    if (req != nullptr && req->params.structured_outputs) return false;
+    const auto placeholders =
+        std::count(c.token_ids.begin(), c.token_ids.end(), engine::kPlaceholderToken);
+    if (placeholders == 0) continue;
+    if (placeholders > 1 || c.token_ids.back() != engine::kPlaceholderToken) return false;
+    auto it = prev_row.find(c.request_id);
+    if (it == prev_row.end() || prev.chunks[static_cast<size_t>(it->second)].key != c.key)
+      return false;
+    fed_rows[i] = it->second;
+  }
+  std::vector<backend::SampleRowParams> sample_rows = device_sample_rows(next);
+  return executor->launch_fed(next, std::move(sample_rows), std::move(fed_rows));
 }
 
 void Engine::Impl::poll_grammars(std::vector<RequestOutput>* outputs) {
@@ -262,6 +294,12 @@ StatusOr<std::vector<RequestOutput>> Engine::step() {
   // now, each decoding request's next token being a placeholder for the one step N samples.
   std::optional<engine::SchedulerOutput> next;
   if (m.config.async_scheduling) next = m.schedule();
+  // Token ids on the device: N+1 queued behind N before N's ids reach the host (its requests that
+  // finish with N's token are skipped when N+1's tokens come back).
+  if (next && m.launch_fed(*next)) {
+    ++m.stats.num_fed_steps;
+    next.reset();
+  }
   engine::StepResult done = m.executor->wait();
   ++m.stats.num_steps;
   std::vector<std::unique_ptr<engine::Request>> finished;

@@ -10,6 +10,7 @@
 // the model reads. See docs/engine.md.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,6 +29,16 @@ struct RunnerOutput {
   std::optional<std::vector<int32_t>> ids;   // [chunks] sampled on the backend
 };
 
+// A step queued on the backend (ModelRunner::enqueue) whose result is still on its way: the host
+// logits (host sampler path, already final), or the ids sampled on the backend — in backend
+// memory (`device_ids`, what the next step may be fed from) and being downloaded.
+struct RunnerPending {
+  RunnerOutput out;
+  backend::Tensor device_ids;                      // [chunks] I32 when sampled on the backend
+  std::unique_ptr<std::vector<int32_t>> host_ids;  // the download's destination
+  std::unique_ptr<backend::Backend::PendingDownload> download;
+};
+
 class ModelRunner {
  public:
   explicit ModelRunner(model::Model* model) : model_(model) {}
@@ -42,6 +53,18 @@ class ModelRunner {
   // returned — unless the backend has no sample op (Unimplemented), then the logits as without.
   StatusOr<RunnerOutput> execute(const SchedulerOutput& out,
                                  std::span<const backend::SampleRowParams> sample_rows = {});
+  // execute() in two halves. enqueue queues the forward (and the sampling) and starts the ids'
+  // download; finish waits for it. Fed tokens (docs/engine.md "Token ids on the device"):
+  // fed_rows[i] >= 0 says chunk i's last token is a placeholder whose id is row fed_rows[i] of
+  // `fed_ids` (the previous step's RunnerPending::device_ids). finish touches only `pending`
+  // (it may run on another thread while the next enqueue runs).
+  StatusOr<RunnerPending> enqueue(const SchedulerOutput& out,
+                                  std::span<const backend::SampleRowParams> sample_rows = {},
+                                  const backend::Tensor* fed_ids = nullptr,
+                                  std::span<const int32_t> fed_rows = {});
+  static StatusOr<RunnerOutput> finish(RunnerPending pending);
+  // Whether enqueue can feed tokens: the model accepts them and the backend samples.
+  bool can_feed() const;
   // Drops the state of these requests (preempted or finished).
   void release(const std::vector<std::string>& request_ids);
   size_t num_states() const { return states_.size(); }
@@ -49,7 +72,8 @@ class ModelRunner {
  private:
   model::Model* model_;
   backend::Backend* backend_ = nullptr;
-  bool backend_samples_ = true;  // false once the backend answered Unimplemented
+  // false once the backend answered Unimplemented (written by the worker, read by can_feed)
+  std::atomic<bool> backend_samples_{true};
   std::unordered_map<std::string, std::unique_ptr<model::SequenceState>> states_;
 };
 

@@ -9,7 +9,7 @@
 namespace deepinfer::engine {
 
 StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread, backend::Backend* backend)
-    : runner_(runner), backend_(backend) {
+    : runner_(runner), backend_(backend), threaded_(use_worker_thread) {
   DI_CHECK(runner != nullptr) << "StepExecutor needs a model runner";
   runner_->set_backend(backend);
   spin_ = use_worker_thread &&
@@ -19,7 +19,7 @@ StepExecutor::StepExecutor(ModelRunner* runner, bool use_worker_thread, backend:
 }
 
 StepExecutor::~StepExecutor() {
-  if (in_flight_) wait();
+  while (in_flight()) (void)wait();
   if (worker_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -31,22 +31,25 @@ StepExecutor::~StepExecutor() {
   }
 }
 
-void StepExecutor::run_job() {
+void StepExecutor::run_job(Job& job) {
+  if (!job.releases.empty()) runner_->release(job.releases);
   // Exceptions never cross the engine loop: anything thrown becomes this step's error.
   try {
-    result_.emplace(runner_->execute(job_, job_sample_rows_));
+    job.pending.emplace(runner_->enqueue(
+        job.step, job.sample_rows, job.fed_ids.defined() ? &job.fed_ids : nullptr, job.fed_rows));
   } catch (const std::exception& e) {
-    result_.emplace(Internal(std::string("model forward threw: ") + e.what()));
+    job.pending.emplace(Internal(std::string("model forward threw: ") + e.what()));
   } catch (...) {
-    result_.emplace(Internal("model forward threw an unknown exception"));
+    job.pending.emplace(Internal("model forward threw an unknown exception"));
   }
 }
 
-bool StepExecutor::spin_for(const std::atomic<bool>& flag) const {
-  if (!spin_) return flag.load(std::memory_order_acquire);
+template <typename Pred>
+bool StepExecutor::spin_for(Pred pred) const {
+  if (!spin_) return pred();
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
   for (int i = 0;; ++i) {
-    if (flag.load(std::memory_order_acquire)) return true;
+    if (pred()) return true;
     if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
   }
 }
@@ -55,17 +58,17 @@ void StepExecutor::worker_loop() {
   // A failure here shows up as the failure of the first forward (the op reports it).
   if (backend_ != nullptr) (void)backend_->bind_thread();
   for (;;) {
-    spin_for(job_flag_);  // then sleep if nothing came
+    spin_for([this] { return job_flag_.load(std::memory_order_acquire); });  // then sleep
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return stop_ || has_job_; });
-    if (has_job_) {
-      has_job_ = false;
+    cv_.wait(lock, [this] { return stop_ || todo_ != nullptr; });
+    if (todo_ != nullptr) {
+      Job* job = todo_;
+      todo_ = nullptr;
       job_flag_.store(stop_, std::memory_order_relaxed);
       lock.unlock();
-      run_job();
+      run_job(*job);
       lock.lock();
-      done_ = true;
-      done_flag_.store(true, std::memory_order_release);
+      queued_seq_.store(job->seq, std::memory_order_release);
       lock.unlock();
       cv_.notify_all();
       continue;
@@ -74,54 +77,87 @@ void StepExecutor::worker_loop() {
   }
 }
 
-void StepExecutor::launch(SchedulerOutput step, std::vector<backend::SampleRowParams> sample_rows) {
-  DI_CHECK(!in_flight_) << "launch() while step " << job_.step << " is in flight";
-  if (!deferred_releases_.empty()) {
-    runner_->release(deferred_releases_);
-    deferred_releases_.clear();
-  }
-  in_flight_ = true;
-  if (!worker_.joinable()) {
-    job_ = std::move(step);
-    job_sample_rows_ = std::move(sample_rows);
-    run_job();
-    done_ = true;
+void StepExecutor::submit(std::unique_ptr<Job> job) {
+  job->seq = next_seq_++;
+  job->releases = std::move(deferred_releases_);
+  deferred_releases_.clear();
+  Job* raw = job.get();
+  queue_.push_back(std::move(job));
+  if (!threaded_) {
+    run_job(*raw);
+    queued_seq_.store(raw->seq, std::memory_order_release);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = std::move(step);
-    job_sample_rows_ = std::move(sample_rows);
-    result_.reset();
-    done_ = false;
-    done_flag_.store(false, std::memory_order_relaxed);
-    has_job_ = true;
+    DI_CHECK(todo_ == nullptr) << "step " << raw->step.step << " submitted while another waits";
+    todo_ = raw;
     job_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
+void StepExecutor::wait_queued(const Job& job) {
+  const auto queued = [&] { return queued_seq_.load(std::memory_order_acquire) >= job.seq; };
+  if (spin_for(queued)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, queued);
+}
+
+void StepExecutor::launch(SchedulerOutput step, std::vector<backend::SampleRowParams> sample_rows) {
+  DI_CHECK(!in_flight()) << "launch() while step " << queue_.front()->step.step << " is in flight";
+  auto job = std::make_unique<Job>();
+  job->step = std::move(step);
+  job->sample_rows = std::move(sample_rows);
+  submit(std::move(job));
+}
+
+bool StepExecutor::can_feed() const {
+  return threaded_ && queue_.size() == 1 && !queue_.front()->sample_rows.empty() &&
+         runner_->can_feed();
+}
+
+bool StepExecutor::launch_fed(SchedulerOutput& step,
+                              std::vector<backend::SampleRowParams> sample_rows,
+                              std::vector<int32_t> fed_rows) {
+  DI_CHECK(can_feed()) << "launch_fed() without a step to feed from";
+  DI_CHECK(fed_rows.size() == step.chunks.size())
+      << fed_rows.size() << " fed rows for " << step.chunks.size() << " chunks";
+  const Job& prev = *queue_.back();
+  wait_queued(prev);
+  if (!prev.pending->ok() || !(*prev.pending)->device_ids.defined()) return false;
+  auto job = std::make_unique<Job>();
+  job->step = std::move(step);
+  job->sample_rows = std::move(sample_rows);
+  job->fed_ids = (*prev.pending)->device_ids;  // shares the storage: alive while the job is
+  job->fed_rows = std::move(fed_rows);
+  submit(std::move(job));
+  return true;
+}
+
 StepResult StepExecutor::wait() {
-  DI_CHECK(in_flight_) << "wait() with no step in flight";
-  StepResult out{SchedulerOutput{}, Internal("no result"), std::nullopt};
-  spin_for(done_flag_);  // then sleep if the forward is still running
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
-    done_ = false;
-    done_flag_.store(false, std::memory_order_relaxed);
-    out.step = std::move(job_);
-    if (result_->ok()) {
-      RunnerOutput& r = **result_;
-      out.logits = std::move(r.logits);
-      out.sampled_ids = std::move(r.ids);
-    } else {
-      out.logits = result_->status();
+  DI_CHECK(in_flight()) << "wait() with no step in flight";
+  Job& job = *queue_.front();
+  wait_queued(job);
+  StepResult out{std::move(job.step), Internal("no result"), std::nullopt};
+  StatusOr<RunnerOutput> r = Internal("no result");
+  if (job.pending->ok()) {
+    try {
+      r = ModelRunner::finish(std::move(**job.pending));
+    } catch (const std::exception& e) {
+      r = Internal(std::string("model step result threw: ") + e.what());
     }
-    result_.reset();
+  } else {
+    r = job.pending->status();
   }
-  in_flight_ = false;
-  if (!deferred_releases_.empty()) {
+  if (r.ok()) {
+    out.logits = std::move(r->logits);
+    out.sampled_ids = std::move(r->ids);
+  } else {
+    out.logits = r.status();
+  }
+  queue_.pop_front();
+  if (queue_.empty() && !deferred_releases_.empty()) {  // the worker is idle
     runner_->release(deferred_releases_);
     deferred_releases_.clear();
   }
@@ -130,7 +166,7 @@ StepResult StepExecutor::wait() {
 
 void StepExecutor::release(const std::vector<std::string>& request_ids) {
   if (request_ids.empty()) return;
-  if (in_flight_) {
+  if (in_flight()) {
     deferred_releases_.insert(deferred_releases_.end(), request_ids.begin(), request_ids.end());
   } else {
     runner_->release(request_ids);

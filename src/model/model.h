@@ -34,6 +34,13 @@ struct SequenceInput {
   std::span<const int32_t> tokens;  // [n] token ids, n >= 1
   SequenceState* state = nullptr;   // advanced by n on success
   bool all_logits = false;          // logits for every token (else only for the last one)
+  // Fed tokens (docs/engine.md "Token ids on the device"): when set, the last token is not known
+  // on the host (tokens.back() is a placeholder, any value): it is element `fed_row` of `fed_ids`
+  // [m] I32 in the backend's memory — the ids the previous step sampled there, not yet
+  // downloaded. Every fed sequence of a batch names the same tensor. Models whose
+  // accepts_fed_tokens() is false refuse it.
+  const Tensor* fed_ids = nullptr;
+  int64_t fed_row = -1;
 };
 
 struct ModelInfo {
@@ -56,6 +63,9 @@ class Model {
   // untouched. (An op failure after validation — a bug, not an input error — may leave earlier
   // sequences of the batch advanced.)
   virtual StatusOr<Tensor> forward(std::span<const SequenceInput> batch) = 0;
+  // Whether forward() takes fed tokens (SequenceInput::fed_ids): the engine then queues step N+1
+  // before step N's sampled ids reach the host.
+  virtual bool accepts_fed_tokens() const { return false; }
 
   // Where forward() leaves the logits: false (default) in host memory; true in the backend's
   // memory (a device backend skips the download; the engine samples there and downloads only the

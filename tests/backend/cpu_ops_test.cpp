@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "backend/backend.h"
 #include "op_test_util.h"
@@ -300,6 +301,63 @@ TEST_P(CpuOps, IndexerScoresKeyStartAndPlaceIds) {
   EXPECT_EQ(be_->place_ids(picks, layout_bad, dst).code(), StatusCode::kOutOfRange);
   Tensor layout_over = Tensor::from_i32({3, 3}, {1, 2, 10, 3, 0, 20, 6, 4, 30});  // past dst
   EXPECT_EQ(be_->place_ids(picks, layout_over, dst).code(), StatusCode::kOutOfRange);
+}
+
+// Token ids that stay on the device (backend.h scatter_ids / gather_ids; the host-memory
+// defaults): random ids placed by random pairs, rows of a random table gathered, pairs and ids
+// outside their tensors rejected; download_async copies at once and wait() reports it.
+TEST_P(CpuOps, ScatterAndGatherIdsAndAsyncDownload) {
+  const int64_t m = 5 + rnd_.integer(0, 9), d = 20 + rnd_.integer(0, 30),
+                n = 1 + rnd_.integer(0, 12);
+  std::vector<int32_t> src(m), dst(d), map;
+  for (auto& v : src) v = static_cast<int32_t>(rnd_.integer(0, 1 << 20));
+  for (auto& v : dst) v = static_cast<int32_t>(rnd_.integer(-5, 5));
+  std::vector<int32_t> want = dst;
+  std::vector<int64_t> targets(d);
+  std::iota(targets.begin(), targets.end(), 0);
+  std::shuffle(targets.begin(), targets.end(), std::mt19937(rnd_.seed()));
+  for (int64_t i = 0; i < n; ++i) {  // distinct targets: the order of the pairs cannot matter
+    const int32_t from = static_cast<int32_t>(rnd_.integer(0, m - 1)),
+                  to = static_cast<int32_t>(targets[i]);
+    map.insert(map.end(), {from, to});
+    want[to] = src[from];
+  }
+  Tensor src_t = Tensor::from_i32({m}, src), map_t = Tensor::from_i32({n, 2}, map);
+  Tensor dst_t = Tensor::from_i32({d}, dst);
+  ASSERT_TRUE(be_->scatter_ids(src_t, map_t, dst_t).ok());
+  EXPECT_EQ(std::vector<int32_t>(dst_t.data<int32_t>(), dst_t.data<int32_t>() + d), want)
+      << "seed " << rnd_.seed();
+  Tensor far = Tensor::from_i32({1, 2}, {0, static_cast<int32_t>(d)});  // past dst
+  EXPECT_EQ(be_->scatter_ids(src_t, far, dst_t).code(), StatusCode::kOutOfRange);
+  Tensor neg = Tensor::from_i32({1, 2}, {-1, 0});
+  EXPECT_EQ(be_->scatter_ids(src_t, neg, dst_t).code(), StatusCode::kOutOfRange);
+  Tensor flat_map = Tensor::from_i32({2}, {0, 0});
+  EXPECT_EQ(be_->scatter_ids(src_t, flat_map, dst_t).code(), StatusCode::kInvalidArgument);
+
+  const int64_t V = 50 + rnd_.integer(0, 50), C = 1 + rnd_.integer(0, 6),
+                S = 1 + rnd_.integer(0, 9);
+  std::vector<int32_t> table(V * C), ids(S);
+  for (auto& v : table) v = static_cast<int32_t>(rnd_.integer(0, 255));
+  for (auto& v : ids) v = static_cast<int32_t>(rnd_.integer(0, V - 1));
+  Tensor table_t = Tensor::from_i32({V, C}, table), ids_t = Tensor::from_i32({S}, ids);
+  Tensor out = Tensor::empty(DType::kI32, {S, C});
+  ASSERT_TRUE(be_->gather_ids(table_t, ids_t, out).ok());
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t c = 0; c < C; ++c)
+      ASSERT_EQ(out.data<int32_t>()[s * C + c], table[ids[s] * C + c]) << s << "," << c;
+  ids_t.data<int32_t>()[S - 1] = static_cast<int32_t>(V);
+  EXPECT_EQ(be_->gather_ids(table_t, ids_t, out).code(), StatusCode::kOutOfRange);
+  Tensor wide = Tensor::empty(DType::kI32, {S, C + 1});
+  EXPECT_EQ(be_->gather_ids(table_t, ids_t, wide).code(), StatusCode::kInvalidArgument);
+
+  Tensor got = Tensor::empty(DType::kI32, {m});
+  auto ticket = be_->download_async(src_t, got);
+  ASSERT_TRUE(ticket.ok()) << ticket.status().to_string();
+  ASSERT_TRUE((*ticket)->wait().ok());
+  EXPECT_EQ(std::vector<int32_t>(got.data<int32_t>(), got.data<int32_t>() + m), src);
+  Tensor big = Tensor::empty(DType::kI32, {(64 << 10) / 4 + 1}),
+         big_host = Tensor::empty(DType::kI32, {(64 << 10) / 4 + 1});
+  EXPECT_EQ(be_->download_async(big, big_host).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(CpuOps, MoeRouteBiasAndHash) {

@@ -92,5 +92,15 @@ TEST_F(EnvTest, KernelSelectorsAndSessionThirteenSwitches) {
     unsetenv(v);
 }
 
+TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0
+  unsetenv("DEEPINFER_SIDE_STREAM");
+  EXPECT_TRUE(Env::from_process().side_stream);
+  setenv("DEEPINFER_SIDE_STREAM", "0", 1);
+  EXPECT_FALSE(Env::from_process().side_stream);
+  setenv("DEEPINFER_SIDE_STREAM", "off", 1);  // warned, default kept
+  EXPECT_TRUE(Env::from_process().side_stream);
+  unsetenv("DEEPINFER_SIDE_STREAM");
+}
+
 }  // namespace
 }  // namespace deepinfer

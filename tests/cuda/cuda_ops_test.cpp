@@ -952,5 +952,79 @@ TEST_F(CudaOps, AllocUploadDownload) {
   EXPECT_EQ(gpu_->upload(h, zh).code(), StatusCode::kInvalidArgument);  // dtype/size mismatch
 }
 
+// Token ids that stay on the device (session 14): scatter_ids and gather_ids give the CPU
+// backend's ids on random inputs; an index outside its tensor is reported by the next sync;
+// download_async tickets — three in flight, waited out of order — each give their own tensor's
+// ids as queued (the source is overwritten after the ticket was taken), and a ticket whose work
+// before it set the error flag reports that error.
+TEST_F(CudaOps, TokenIdsScatterGatherAndAsyncDownload) {
+  const int64_t m = 17, d = 4 * 37 + 2 * 37;
+  Tensor src = randint({m}, 0, 129279), dst = randint({d}, -9, 9);
+  std::vector<int32_t> map;
+  for (int64_t s = 0; s < 37; ++s) {
+    const int32_t from = static_cast<int32_t>(rng_() % m);
+    for (int64_t j = 0; j < 4; ++j) map.insert(map.end(), {from, static_cast<int32_t>(s * 4 + j)});
+    map.insert(map.end(), {from, static_cast<int32_t>(4 * 37 + 37 + s)});
+  }
+  Tensor map_t = Tensor::from_i32({static_cast<int64_t>(map.size()) / 2, 2}, map);
+  auto dsrc = on_device(src), dmap = on_device(map_t), ddst = on_device(dst);
+  ASSERT_TRUE(cpu_->scatter_ids(src, map_t, dst).ok());
+  ASSERT_TRUE(gpu_->scatter_ids(dsrc.dev, dmap.dev, ddst.dev).ok());
+  expect_close("scatter_ids", dst, ddst, 0);
+
+  const int64_t V = 1000, C = 6, S = 37;
+  Tensor table = randint({V, C}, 0, 255), ids = randint({S}, 0, V - 1);
+  Tensor out = Tensor::empty(DType::kI32, {S, C});
+  auto dtable = on_device(table), dids = on_device(ids), dout = on_device(out);
+  ASSERT_TRUE(cpu_->gather_ids(table, ids, out).ok());
+  ASSERT_TRUE(gpu_->gather_ids(dtable.dev, dids.dev, dout.dev).ok());
+  expect_close("gather_ids", out, dout, 0);
+
+  Tensor bad_ids = Tensor::from_i32({2}, {3, static_cast<int32_t>(V)});
+  auto dbad = on_device(bad_ids);
+  Tensor out2 = Tensor::empty(DType::kI32, {2, C});
+  auto dout2 = on_device(out2);
+  ASSERT_TRUE(gpu_->gather_ids(dtable.dev, dbad.dev, dout2.dev).ok());
+  Status st = gpu_->synchronize();
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_NE(st.message().find("gather_ids"), std::string::npos) << st.to_string();
+  Tensor bad_map = Tensor::from_i32({1, 2}, {0, static_cast<int32_t>(d)});
+  auto dbad_map = on_device(bad_map);
+  ASSERT_TRUE(gpu_->scatter_ids(dsrc.dev, dbad_map.dev, ddst.dev).ok());
+  EXPECT_EQ(gpu_->synchronize().code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(gpu_->synchronize().ok());  // reported once
+
+  // Three tickets in flight; each source is overwritten right after its ticket was taken.
+  std::vector<Tensor> want, got;
+  std::vector<std::unique_ptr<backend::Backend::PendingDownload>> tickets;
+  auto dev = gpu_->empty(DType::kI32, {m});
+  ASSERT_TRUE(dev.ok());
+  for (int r = 0; r < 3; ++r) {
+    want.push_back(randint({m}, 0, 129279));
+    got.push_back(Tensor::empty(DType::kI32, {m}));
+  }
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(gpu_->upload(want[r], *dev).ok());
+    auto t = gpu_->download_async(*dev, got[r]);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    tickets.push_back(std::move(t).value());
+  }
+  for (int r : {2, 0, 1}) {
+    ASSERT_TRUE(tickets[r]->wait().ok()) << r;
+    EXPECT_EQ(0, std::memcmp(got[r].raw(), want[r].raw(), want[r].nbytes())) << "ticket " << r;
+  }
+  EXPECT_EQ(tickets[0]->wait().code(), StatusCode::kFailedPrecondition);  // once
+  tickets.clear();  // slots back to the pool, reused below
+  ASSERT_TRUE(gpu_->gather_ids(dtable.dev, dbad.dev, dout2.dev).ok());
+  auto t = gpu_->download_async(*dev, got[0]);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->wait().code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(gpu_->synchronize().ok());  // the ticket cleared the flag
+  Tensor big = Tensor::empty(DType::kI32, {(64 << 10) / 4 + 1});
+  auto dbig = gpu_->empty(DType::kI32, {(64 << 10) / 4 + 1});
+  ASSERT_TRUE(dbig.ok());
+  EXPECT_EQ(gpu_->download_async(*dbig, big).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace deepinfer::cuda

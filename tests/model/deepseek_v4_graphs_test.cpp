@@ -3,12 +3,11 @@
 // prompts and the same tokens, must give bitwise the same logits at every decode step — the
 // capture step and the replays, batch sizes seen before and new ones, more sizes than the set
 // cache keeps (evictions), in the default mode and under --batch-invariant — and the graph side
-// must really have replayed (and the eager side never).
+// must really have replayed (and the eager side never). Also the MoE's shared expert on the
+// side queue vs one queue (session 14).
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -19,38 +18,26 @@
 #include "backend/make_backend.h"
 #include "model/deepseek_v4/model.h"
 #include "model/model.h"
+#include "v4_fixtures.h"
 
 namespace deepinfer::model {
 namespace {
 
 using backend::Tensor;
 
-std::vector<std::string> fixture_dirs() {
-  std::vector<std::string> dirs = {"tests/data/models/v4tiny_b",
-                                   "tests/data/models/deepseek-v4-tiny-stories"};
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("tests/data/v4-fixtures", ec))
-    if (e.is_directory() && std::filesystem::exists(e.path() / "config.json"))
-      dirs.push_back(e.path().string());
-  return dirs;
-}
+using fixtures::fixture_test_name;
+using fixtures::v4_fixture_dirs;
 
-struct Side {
-  std::unique_ptr<backend::Backend> be;
-  std::unique_ptr<Model> model;
+struct Side : fixtures::LoadedModel {
   v4::DeepseekV4Model* v4 = nullptr;
 };
 
-Side load_side(const std::string& dir, bool batch_invariant, bool graphs) {
+Side load_side(const std::string& dir, bool batch_invariant, bool graphs, bool side_stream = true) {
   Side s;
-  auto be = backend::make_backend("cuda", {.batch_invariant = batch_invariant, .graphs = graphs});
-  EXPECT_TRUE(be.ok()) << be.status().to_string();
-  if (!be.ok()) return s;
-  s.be = std::move(be).value();
-  auto m = load_model(dir, s.be.get());
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  if (!m.ok()) return s;
-  s.model = std::move(m).value();
+  static_cast<fixtures::LoadedModel&>(s) = fixtures::load_fixture(
+      "cuda", dir,
+      {.batch_invariant = batch_invariant, .graphs = graphs, .side_stream = side_stream});
+  if (s.model == nullptr) return s;
   s.v4 = dynamic_cast<v4::DeepseekV4Model*>(s.model.get());
   EXPECT_NE(s.v4, nullptr) << dir << " did not load as a DeepSeek-V4 model";
   return s;
@@ -128,15 +115,71 @@ TEST_P(V4Graphs, ReplayedDecodeEqualsEagerBitwise) {
   EXPECT_EQ(e.v4->graph_replays(), 0u) << dir;
 }
 
+// Session 14: the MoE's shared expert on the backend's side queue (a second stream; two graph
+// branches when captured) gives bitwise the logits of one queue — prefill, then decode steps at
+// batch sizes 1, 3 and 16, graphed and eager — and the side queue refuses misuse.
+TEST_P(V4Graphs, SideQueueEqualsOneQueueBitwise) {
+  const auto& [dir, bi] = GetParam();
+  for (bool graphs : {true, false}) {
+    Side two = load_side(dir, bi, graphs, /*side_stream=*/true);
+    Side one = load_side(dir, bi, graphs, /*side_stream=*/false);
+    ASSERT_TRUE(two.v4 && one.v4);
+    const int64_t V = two.model->info().vocab_size;
+    const uint32_t seed = std::random_device{}();
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+    for (int S : {1, 3, 16}) {
+      std::vector<std::unique_ptr<SequenceState>> s2, s1;
+      std::vector<std::vector<int32_t>> prompts(S);
+      std::vector<SequenceInput> in2, in1;
+      for (int b = 0; b < S; ++b) {
+        prompts[b].resize(2 + gen() % 12);
+        for (int32_t& t : prompts[b]) t = tok(gen);
+        s2.push_back(two.model->new_sequence_state());
+        s1.push_back(one.model->new_sequence_state());
+        in2.push_back({std::span<const int32_t>(prompts[b]), s2.back().get(), false});
+        in1.push_back({std::span<const int32_t>(prompts[b]), s1.back().get(), false});
+      }
+      for (int step = 0; step < 4; ++step) {
+        auto l2 = two.model->forward(in2);
+        auto l1 = one.model->forward(in1);
+        ASSERT_TRUE(l2.ok()) << l2.status().to_string();
+        ASSERT_TRUE(l1.ok()) << l1.status().to_string();
+        const std::vector<float> a = host_logits(*l2), b = host_logits(*l1);
+        ASSERT_EQ(a.size(), b.size());
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << dir << (bi ? " (batch-invariant)" : "") << (graphs ? " graphs" : " eager")
+            << ": batch " << S << " step " << step << " differs with the side queue (seed " << seed
+            << ")";
+        std::vector<int32_t> next(S);
+        for (int32_t& t : next) t = tok(gen);
+        prompts.assign(S, {});
+        for (int b = 0; b < S; ++b) {
+          prompts[b] = {next[b]};
+          in2[b].tokens = prompts[b];
+          in1[b].tokens = prompts[b];
+        }
+      }
+    }
+    EXPECT_EQ(one.be->begin_side().code(), StatusCode::kUnimplemented);
+    ASSERT_TRUE(two.be->begin_side().ok());
+    EXPECT_EQ(two.be->begin_side().code(), StatusCode::kFailedPrecondition);  // already open
+    EXPECT_EQ(two.be->join_side().code(), StatusCode::kFailedPrecondition);   // still issuing to it
+    EXPECT_EQ(two.be->synchronize().code(), StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(two.be->end_side().ok());
+    ASSERT_TRUE(two.be->join_side().ok());
+    EXPECT_TRUE(two.be->synchronize().ok());
+  }
+}
+
 std::string name_of(const ::testing::TestParamInfo<std::tuple<std::string, bool>>& info) {
-  std::string n = std::filesystem::path(std::get<0>(info.param)).filename().string();
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n + (std::get<1>(info.param) ? "_bi" : "_default");
+  return fixture_test_name(std::get<0>(info.param)) +
+         (std::get<1>(info.param) ? "_bi" : "_default");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, V4Graphs,
-                         ::testing::Combine(::testing::ValuesIn(fixture_dirs()), ::testing::Bool()),
+                         ::testing::Combine(::testing::ValuesIn(v4_fixture_dirs()),
+                                            ::testing::Bool()),
                          name_of);
 
 }  // namespace

@@ -3,7 +3,7 @@
 // requests of every filter, n > 1, async scheduling on and off, and steps that must fall back to
 // the host path (penalties, logit_bias, logprobs, min_tokens) mixed into the batch. Also that the
 // device path is really taken when it can be (EngineStats::num_device_sampled_steps) and never
-// when a row needs the host sampler.
+// when a row needs the host sampler. And EngineConfig::device_token_feedback (session 14).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -26,8 +26,9 @@ struct EngineRun {
   EngineStats stats;
 };
 
-EngineRun generate(bool device_sampling, bool async, const std::vector<std::vector<int32_t>>& prompts,
-             const std::vector<SamplingParams>& params) {
+EngineRun generate(bool device_sampling, bool async,
+                   const std::vector<std::vector<int32_t>>& prompts,
+                   const std::vector<SamplingParams>& params, bool feedback = true) {
   EngineConfig cfg;
   cfg.model = kTinyV4;
   cfg.kv_cache_memory = int64_t{64} << 20;
@@ -36,6 +37,7 @@ EngineRun generate(bool device_sampling, bool async, const std::vector<std::vect
   cfg.max_num_batched_tokens = 256;
   cfg.async_scheduling = async;
   cfg.device_sampling = device_sampling;
+  cfg.device_token_feedback = feedback;
   auto llm = LLM::create(cfg);
   EXPECT_TRUE(llm.ok()) << llm.status().to_string();
   EngineRun run;
@@ -133,6 +135,66 @@ TEST(DeviceSampling, RowsThatNeedTheHostSamplerKeepTheHostPath) {
   EXPECT_EQ(one.tokens, one_host.tokens);
   // 10 steps (one prefill + 9 decodes, each sampling): the first 4 on the host.
   EXPECT_EQ(one.stats.num_device_sampled_steps, one.stats.num_steps - 4);
+}
+
+// EngineConfig::device_token_feedback (docs/engine.md "Token ids on the device"): a decode step
+// queued before the previous step's ids reached the host, fed from them on the backend, gives the
+// same tokens as waiting for them — plain rows, rows that need the host sampler mixed in (their
+// steps and the steps after them are not fed), and requests stopped by a stop token while their
+// next step was already queued (its token is dropped). Fed steps are counted: a lone request of
+// max_tokens T runs T steps, T - 1 of them fed.
+TEST(DeviceTokenFeedback, SameTokensFedOrNot) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const auto prompts = random_prompts(rng, 12);
+  auto params = plain_params(rng, 12);
+  const EngineRun off = generate(true, true, prompts, params, /*feedback=*/false);
+  const EngineRun on = generate(true, true, prompts, params);
+  ASSERT_EQ(off.tokens.size(), prompts.size());
+  EXPECT_EQ(on.tokens, off.tokens);
+  EXPECT_EQ(off.stats.num_fed_steps, 0);
+  EXPECT_GT(on.stats.num_fed_steps, 0);
+  EXPECT_LT(on.stats.num_fed_steps, on.stats.num_steps);
+
+  params[2].repetition_penalty = 1.2f;  // host sampler: its steps feed nothing
+  params[7].logprobs = 1;
+  const EngineRun mixed_off = generate(true, true, prompts, params, false);
+  const EngineRun mixed_on = generate(true, true, prompts, params);
+  EXPECT_EQ(mixed_on.tokens, mixed_off.tokens);
+  EXPECT_EQ(mixed_off.stats.num_fed_steps, 0);
+
+  // Stop tokens: each greedy request stops at a token it is known to produce (its 2nd..6th).
+  std::vector<SamplingParams> greedy(prompts.size());
+  for (auto& p : greedy) {
+    p.temperature = 0.f;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+  }
+  const EngineRun plain = generate(true, true, prompts, greedy, false);
+  ASSERT_EQ(plain.tokens.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& out = plain.tokens[i][0];
+    ASSERT_GE(out.size(), 6u);
+    greedy[i].stop_token_ids = {out[1 + i % 5]};
+  }
+  const EngineRun stop_off = generate(true, true, prompts, greedy, false);
+  const EngineRun stop_on = generate(true, true, prompts, greedy);
+  EXPECT_EQ(stop_on.tokens, stop_off.tokens);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_LE(stop_on.tokens[i][0].size(), 1 + i % 5 + 1) << "request " << i << " did not stop";
+  EXPECT_GT(stop_on.stats.num_fed_steps, 0);
+
+  std::vector<SamplingParams> one(1);
+  one[0].temperature = 0.f;
+  one[0].max_tokens = 10;
+  one[0].ignore_eos = true;
+  const EngineRun lone = generate(true, true, {prompts[0]}, one);
+  EXPECT_EQ(lone.stats.num_steps, 10);
+  EXPECT_EQ(lone.stats.num_fed_steps, 9);
+  const EngineRun lone_sync = generate(true, false, {prompts[0]}, one);  // no worker: never fed
+  EXPECT_EQ(lone_sync.stats.num_fed_steps, 0);
+  EXPECT_EQ(lone_sync.tokens, lone.tokens);
 }
 
 }  // namespace

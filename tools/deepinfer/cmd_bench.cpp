@@ -185,6 +185,9 @@ int run_bench(int argc, char** argv) {
   app.add_flag("--enforce-eager", cfg.enforce_eager,
                "CUDA: launch every decode op one by one (no CUDA graphs; same outputs)");
   app.add_option("--block-size", cfg.block_size, "window rows per cache block");
+  app.add_flag("--device-token-feedback,!--no-device-token-feedback", cfg.device_token_feedback,
+               "queue decode step N+1 before step N's sampled ids reach the host (default on; same "
+               "outputs)");
   app.add_option("--output-json", o.output_json, "write the results as JSON to this file");
   if (const int rc = cli::parse_taking_last(app, argc, argv); rc >= 0) return rc;
   cfg.kv_cache_memory_set = kv_opt->count() > 0;

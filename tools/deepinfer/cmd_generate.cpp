@@ -290,6 +290,9 @@ int run_generate(int argc, char** argv) {
   app.add_option("--device", cfg.device, "cpu (default), cpu-reference, cuda, cuda:N");
   app.add_flag("--async-scheduling,!--no-async-scheduling", cfg.async_scheduling,
                "schedule step N+1 while step N runs (default on; outputs are identical either way)");
+  app.add_flag("--device-token-feedback,!--no-device-token-feedback", cfg.device_token_feedback,
+               "queue decode step N+1 before step N's sampled ids reach the host (default on; same "
+               "outputs)");
   app.add_option("--json-schema", json_schema_file, "constrain every output to this JSON Schema (file)");
   app.add_option("--regex", regex, "constrain every output to match this regex (whole output)");
   app.add_option("--grammar", grammar_file, "constrain every output to this grammar (GBNF file; .lark: Lark)");

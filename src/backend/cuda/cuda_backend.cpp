@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -79,7 +80,19 @@ class TensorCache {
   }
   void put(uint64_t b, void* p) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_[b].push_back(p);
+    if (hold_)
+      held_blocks_.emplace_back(b, p);
+    else
+      free_[b].push_back(p);
+  }
+  // Side queue (begin_side .. join_side): freed blocks are kept out of the free lists, so that
+  // neither stream gets a block the other may still use; released when the streams join.
+  void hold(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = on;
+    if (on) return;
+    for (auto& [b, p] : held_blocks_) free_[b].push_back(p);
+    held_blocks_.clear();
   }
   uint64_t held() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -99,6 +112,8 @@ class TensorCache {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::vector<void*>> free_;
   uint64_t held_ = 0;
+  bool hold_ = false;
+  std::vector<std::pair<uint64_t, void*>> held_blocks_;
 };
 
 struct CudaBackend::State {
@@ -123,6 +138,52 @@ struct CudaBackend::State {
   // Small downloads (session 13): the data and the error flag land here by two asynchronous
   // copies and one stream sync (a pageable copy blocks until it lands: a second round trip).
   PinnedBuffer staging = PinnedBuffer();
+  // download_async (session 14): pinned slots with an event each, one per ticket in flight, kept
+  // for reuse when the ticket goes (the engine has one or two in flight).
+  struct DownloadSlot {
+    PinnedBuffer buf;
+    Event landed;
+  };
+  std::mutex slots_mu = std::mutex();
+  std::vector<std::unique_ptr<DownloadSlot>> free_slots = {};
+  // Side queue (session 14, begin_side): made on first use; `on_side` routes stream() there.
+  bool side_enabled = true;
+  std::optional<Stream> side = std::nullopt;
+  std::optional<Event> fork_ev = std::nullopt, join_ev = std::nullopt;
+  bool on_side = false, side_open = false;
+  std::vector<std::shared_ptr<TensorCache>> holding = {};  // caches holding frees until join
+};
+
+// download_async's ticket: the slot holds the data at [0, n) and the error flag at flag_at.
+class CudaBackend::AsyncDownload final : public backend::Backend::PendingDownload {
+ public:
+  AsyncDownload(CudaBackend* be, std::unique_ptr<State::DownloadSlot> slot, void* host, uint64_t n,
+                uint64_t flag_at)
+      : be_(be), slot_(std::move(slot)), host_(host), n_(n), flag_at_(flag_at) {}
+  ~AsyncDownload() override {
+    if (waited_ || slot_->landed.synchronize().ok()) {  // the copies still target the slot
+      std::lock_guard<std::mutex> lock(be_->st_->slots_mu);
+      be_->st_->free_slots.push_back(std::move(slot_));
+    }
+  }
+  Status wait() override {
+    if (waited_) return FailedPrecondition("download_async: wait() called twice");
+    waited_ = true;
+    DI_RETURN_IF_ERROR(slot_->landed.synchronize());
+    const auto* base = static_cast<const uint8_t*>(slot_->buf.data());
+    std::memcpy(host_, base, n_);
+    int32_t code = 0;
+    std::memcpy(&code, base + flag_at_, 4);
+    if (code != kernels::kErrNone) return be_->clear_error_flag(code);
+    return OkStatus();
+  }
+
+ private:
+  CudaBackend* be_;
+  std::unique_ptr<State::DownloadSlot> slot_;
+  void* host_;
+  uint64_t n_, flag_at_;
+  bool waited_ = false;
 };
 
 // A captured decode segment: the executable graph and the cache its tensors came from (kept
@@ -161,6 +222,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   st->device = options.device;
   st->fp8_activations = options.fp8_activations;
   st->graphs = options.graphs && env().cuda_graphs;
+  st->side_enabled = options.side_stream && env().side_stream;
   if (options.fp8_activations) {
     DI_ASSIGN_OR_RETURN(st->fp8, Fp8Gemm::create({}, st->blas.lt()));
   }
@@ -169,7 +231,59 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOpti
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(st)));
 }
 
-cudaStream_t CudaBackend::stream() const { return st_->stream.get(); }
+cudaStream_t CudaBackend::stream() const {
+  return st_->on_side ? st_->side->get() : st_->stream.get();
+}
+
+// The fused split sums of linear_tc_wa / wa2 count finished CTAs in one __device__ array that
+// launches may only use in stream order: on the side stream (beside the main one) the partials
+// are summed by the separate reduce launch instead (the same adds, the same bits).
+kernels::Wa2Options CudaBackend::wa2_options(int variant, int fmt, int64_t rows, int64_t K,
+                                             int64_t M) const {
+  kernels::Wa2Options o = kernels::linear_tc_wa2_options(variant, fmt, rows, K, M);
+  if (st_->on_side) o.fused_reduce = false;
+  return o;
+}
+
+Status CudaBackend::begin_side() {
+  if (!st_->side_enabled) return Unimplemented("begin_side: the side stream is off");
+  if (st_->side_open) return FailedPrecondition("begin_side: the side queue is already open");
+  if (!st_->side) {
+    DI_ASSIGN_OR_RETURN(Stream side, Stream::create());
+    DI_ASSIGN_OR_RETURN(Event fork_ev, Event::create());
+    DI_ASSIGN_OR_RETURN(Event join_ev, Event::create());
+    st_->side.emplace(std::move(side));
+    st_->fork_ev.emplace(std::move(fork_ev));
+    st_->join_ev.emplace(std::move(join_ev));
+  }
+  const cudaStream_t main = st_->stream.get(), side = st_->side->get();
+  DI_RETURN_IF_ERROR(st_->fork_ev->record(main));
+  DI_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side, st_->fork_ev->get(), 0));
+  st_->holding = {st_->cache};
+  if (st_->capturing) st_->holding.push_back(st_->capture_cache);
+  for (auto& c : st_->holding) c->hold(true);
+  DI_CUBLAS_RETURN_IF_ERROR(cublasSetStream(st_->blas.get(), side));
+  st_->on_side = st_->side_open = true;
+  return OkStatus();
+}
+
+Status CudaBackend::end_side() {
+  if (!st_->on_side) return FailedPrecondition("end_side without begin_side");
+  st_->on_side = false;
+  DI_CUBLAS_RETURN_IF_ERROR(cublasSetStream(st_->blas.get(), st_->stream.get()));
+  return st_->join_ev->record(st_->side->get());
+}
+
+Status CudaBackend::join_side() {
+  if (!st_->side_open || st_->on_side)
+    return FailedPrecondition("join_side without begin_side / end_side");
+  st_->side_open = false;
+  const cudaError_t err = cudaStreamWaitEvent(st_->stream.get(), st_->join_ev->get(), 0);
+  for (auto& c : st_->holding) c->hold(false);
+  st_->holding.clear();
+  DI_CUDA_RETURN_IF_ERROR(err);
+  return OkStatus();
+}
 
 Status CudaBackend::launched(const char* op) {
   st_->last_op = op;
@@ -180,6 +294,7 @@ Status CudaBackend::launched(const char* op) {
 
 Status CudaBackend::synchronize() {
   if (st_->capturing) return refuse_in_capture("synchronize");
+  if (st_->side_open) return FailedPrecondition("synchronize: the side queue is open");
   // The error flag is read on the backend's stream, behind the queued work (a device-to-host copy
   // into pageable memory returns once it has landed), so the stream sync finds nothing left: one
   // round trip per sync instead of a sync and then a second copy (session 12 trace: ~13 µs of
@@ -240,7 +355,9 @@ Status CudaBackend::begin_capture(const backend::Backend::Graph* pool_of) {
     st_->capture_cache = std::make_shared<TensorCache>();
   }
   st_->capture_refused.clear();
-  DI_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+  if (st_->side_open)
+    return FailedPrecondition("cuda graphs: begin_capture with the side queue open");
+  DI_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(st_->stream.get(), cudaStreamCaptureModeRelaxed));
   st_->capturing = true;
   return OkStatus();
 }
@@ -248,7 +365,11 @@ Status CudaBackend::begin_capture(const backend::Backend::Graph* pool_of) {
 StatusOr<std::shared_ptr<backend::Backend::Graph>> CudaBackend::end_capture() {
   if (!st_->capturing) return FailedPrecondition("cuda graphs: end_capture without begin_capture");
   cudaGraph_t g = nullptr;
-  const cudaError_t err = cudaStreamEndCapture(stream(), &g);
+  if (st_->side_open) {  // an unjoined branch would invalidate the capture: join it first
+    if (st_->on_side) (void)end_side();
+    (void)join_side();
+  }
+  const cudaError_t err = cudaStreamEndCapture(st_->stream.get(), &g);
   st_->capturing = false;
   std::shared_ptr<TensorCache> cache = std::move(st_->capture_cache);
   const std::string refused = std::move(st_->capture_refused);
@@ -274,7 +395,8 @@ Status CudaBackend::replay(const backend::Backend::Graph& graph) {
   const auto* g = dynamic_cast<const CudaGraph*>(&graph);
   if (g == nullptr) return InvalidArgument("cuda graphs: replay of a graph another backend captured");
   if (st_->capturing) return refuse_in_capture("replay");
-  DI_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(g->exec(), stream()));
+  if (st_->side_open) return FailedPrecondition("cuda graphs: replay with the side queue open");
+  DI_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(g->exec(), st_->stream.get()));
   st_->last_op = "graph";
   return OkStatus();
 }
@@ -314,6 +436,8 @@ Status CudaBackend::download(const Tensor& src, Tensor& host) {
                            " differ in dtype or element count");
   if (host.on_device()) return InvalidArgument("download: destination " + host.describe() + " is on the device");
   if (st_->capturing) return refuse_in_capture("download");
+  // With the side queue open (not issuing to it) a download waits for the main queue only.
+  if (st_->on_side) return FailedPrecondition("download: issued to the side queue");
   // Up to kStagedDownloadBytes (the sampled ids of a step, flags, counts): the data and the error
   // flag through the pinned staging buffer, one round trip (session 13 trace: the ids' pageable
   // copy and then the flag's cost two, ~12-17 us of idle device per decode step).
@@ -339,6 +463,43 @@ Status CudaBackend::download(const Tensor& src, Tensor& host) {
     DI_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host.raw(), src.raw(), n, cudaMemcpyDeviceToHost, stream()));
   return synchronize();
+}
+
+StatusOr<std::unique_ptr<backend::Backend::PendingDownload>> CudaBackend::download_async(
+    const Tensor& src, Tensor& host) {
+  if (host.dtype() != src.dtype() || host.numel() != src.numel())
+    return InvalidArgument("download_async: " + src.describe() + " and " + host.describe() +
+                           " differ in dtype or element count");
+  if (host.on_device())
+    return InvalidArgument("download_async: destination " + host.describe() + " is on the device");
+  const uint64_t n = src.nbytes();
+  if (n > kMaxAsyncDownloadBytes)
+    return InvalidArgument("download_async: " + src.describe() + " is over " +
+                           std::to_string(kMaxAsyncDownloadBytes) + " bytes");
+  if (st_->capturing) return refuse_in_capture("download_async");
+  if (st_->on_side) return FailedPrecondition("download_async: issued to the side queue");
+  std::unique_ptr<State::DownloadSlot> slot;
+  {
+    std::lock_guard<std::mutex> lock(st_->slots_mu);
+    if (!st_->free_slots.empty()) {
+      slot = std::move(st_->free_slots.back());
+      st_->free_slots.pop_back();
+    }
+  }
+  if (!slot) {
+    DI_ASSIGN_OR_RETURN(PinnedBuffer buf, PinnedBuffer::allocate(kMaxAsyncDownloadBytes + 16));
+    DI_ASSIGN_OR_RETURN(Event landed, Event::create());
+    slot.reset(new State::DownloadSlot{std::move(buf), std::move(landed)});
+  }
+  const uint64_t flag_at = (n + 15) / 16 * 16;
+  auto* base = static_cast<uint8_t*>(slot->buf.data());
+  if (n > 0)
+    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, src.raw(), n, cudaMemcpyDeviceToHost, stream()));
+  DI_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(base + flag_at, st_->error_flag.data(), 4, cudaMemcpyDeviceToHost, stream()));
+  DI_RETURN_IF_ERROR(slot->landed.record(stream()));
+  return std::unique_ptr<backend::Backend::PendingDownload>(
+      new AsyncDownload(this, std::move(slot), host.raw(), n, flag_at));
 }
 
 Status CudaBackend::compressor_slots(const Tensor& kv, const Tensor& gate, const Tensor& ape,
@@ -662,7 +823,7 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       // ws (allocated above) is [splits, M, G·N]: what wa2 needs for one projection at M <= 16.
       if (kernels::linear_tc_wa2(fmt, &pr, 1, scale_f32, M, K, w.block_rows, w.block_cols,
                                  ws.defined() ? ws.data<float>() : nullptr, stream(),
-                                 kernels::linear_tc_wa2_options(wa2_var, fmt, GN, K, M)))
+                                 wa2_options(wa2_var, fmt, GN, K, M)))
         return launched(op);
     }
     for (int64_t r0 = 0; r0 < M; r0 += slab) {
@@ -676,7 +837,7 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                               w.block_rows, w.block_cols, k_split, o, wsp, stream(),
                               small_sel != "w1", small_sel != "w2", 2, small_sel == "w3",
                               fmt == 0 && GN * K >= (int64_t{16} << 20), false,
-                              rows == 1 && env().wa_fused_reduce);
+                              rows == 1 && env().wa_fused_reduce && !st_->on_side);
       else if (small)
         kernels::linear_tc_small(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
                                  w.block_rows, w.block_cols, k_split, o, wsp, stream(),
@@ -790,9 +951,10 @@ Status CudaBackend::linear_multi(const Tensor& x, std::span<const backend::Weigh
         if (wsf > 0) {
           DI_ASSIGN_OR_RETURN(wsp, empty(DType::kF32, {wsf}));
         }
-        if (kernels::linear_tc_wa2(fmt, pr.data(), n, (cls[i] & 2) != 0, M, K, fmt == 1 ? ws[i]->block_rows : 1,
-                                   fmt == 1 ? bc : 0, wsp.defined() ? wsp.data<float>() : nullptr, stream(),
-                                   kernels::linear_tc_wa2_options(wa2_var, fmt, rows, K, M))) {
+        if (kernels::linear_tc_wa2(fmt, pr.data(), n, (cls[i] & 2) != 0, M, K,
+                                   fmt == 1 ? ws[i]->block_rows : 1, fmt == 1 ? bc : 0,
+                                   wsp.defined() ? wsp.data<float>() : nullptr, stream(),
+                                   wa2_options(wa2_var, fmt, rows, K, M))) {
           DI_RETURN_IF_ERROR(launched("linear_multi"));
           for (size_t j : members) done[j] = 1;
         }
@@ -1468,6 +1630,27 @@ Status CudaBackend::place_ids(const Tensor& src, const Tensor& layout, Tensor& d
   return launched("place_ids");
 }
 
+Status CudaBackend::scatter_ids(const Tensor& src, const Tensor& map, Tensor& dst) {
+  DI_RETURN_IF_ERROR(check_rank("scatter_ids", "src", src, DType::kI32, 1));
+  DI_RETURN_IF_ERROR(check_rank("scatter_ids", "map", map, DType::kI32, 2));
+  if (map.dim(1) != 2)
+    return InvalidArgument("scatter_ids: map must be [n, 2], got " + map.describe());
+  DI_RETURN_IF_ERROR(check_rank("scatter_ids", "dst", dst, DType::kI32, 1));
+  kernels::scatter_ids(src.data<int32_t>(), src.dim(0), map.data<int32_t>(), map.dim(0),
+                       dst.data<int32_t>(), dst.dim(0), flag_of(st_->error_flag), stream());
+  return launched("scatter_ids");
+}
+
+Status CudaBackend::gather_ids(const Tensor& table, const Tensor& ids, Tensor& out) {
+  DI_RETURN_IF_ERROR(check_rank("gather_ids", "table", table, DType::kI32, 2));
+  DI_RETURN_IF_ERROR(check_rank("gather_ids", "ids", ids, DType::kI32, 1));
+  DI_RETURN_IF_ERROR(
+      check_tensor("gather_ids", "out", out, DType::kI32, {ids.dim(0), table.dim(1)}));
+  kernels::gather_ids(table.data<int32_t>(), table.dim(0), table.dim(1), ids.data<int32_t>(),
+                      ids.dim(0), out.data<int32_t>(), flag_of(st_->error_flag), stream());
+  return launched("gather_ids");
+}
+
 Status CudaBackend::topk(const Tensor& scores, int64_t k, Tensor& ids) {
   DI_ASSIGN_OR_RETURN(const auto d, check_topk(scores, k, ids));
   if (d.S * d.T >= (int64_t{1} << 31)) return OutOfRange("topk (cuda): S*T exceeds 2^31");
@@ -1742,12 +1925,14 @@ Status CudaBackend::copy(const Tensor& src, Tensor& dst) {
 }
 
 // One launch per kCopyManyMax pairs (copy_many.cu) instead of a cudaMemcpyAsync per pair; a
-// single pair stays a memcpy.
+// single pair of over 4 MiB stays a memcpy. A small single pair is a kernel too (session 14):
+// a memcpy node between two kernels breaks their programmatic launch overlap (the decode step's
+// window write-back after attention left ~1-2 µs of idle device on each side).
 Status CudaBackend::copy_many(std::span<const Tensor> srcs, std::span<Tensor> dsts) {
   if (srcs.size() != dsts.size())
     return InvalidArgument("copy_many: " + std::to_string(srcs.size()) + " sources for " +
                            std::to_string(dsts.size()) + " destinations");
-  if (srcs.size() == 1) return copy(srcs[0], dsts[0]);
+  if (srcs.size() == 1 && srcs[0].nbytes() > (uint64_t{4} << 20)) return copy(srcs[0], dsts[0]);
   kernels::CopyManyTable t;
   for (size_t i = 0; i < srcs.size(); ++i) {
     DI_RETURN_IF_ERROR(check_copy(srcs[i], dsts[i]));

@@ -21,12 +21,15 @@ struct CudaBackendOptions {
   bool fp8_activations = false;
   // Decode-step capture as CUDA graphs (supports_graphs(); also off with DEEPINFER_CUDA_GRAPHS=0).
   bool graphs = true;
+  // begin_side on a second stream (also off with DEEPINFER_SIDE_STREAM=0).
+  bool side_stream = true;
 };
 
 class TensorCache;
 namespace kernels {
 struct HcExpandIn;  // kernels.h
 struct HcSiteNorm;
+struct Wa2Options;  // linear_tc_wa.h
 }  // namespace kernels
 
 class CudaBackend : public backend::Backend {
@@ -49,6 +52,10 @@ class CudaBackend : public backend::Backend {
   StatusOr<backend::Tensor> empty(DType dtype, backend::Shape shape) override;
   Status upload(const backend::Tensor& host, backend::Tensor& dst) override;
   Status download(const backend::Tensor& src, backend::Tensor& host) override;
+  // The data and the error flag into a pinned slot of a small pool (one per ticket in flight) by
+  // two asynchronous copies, then an event; wait() syncs on the event only.
+  StatusOr<std::unique_ptr<backend::Backend::PendingDownload>> download_async(
+      const backend::Tensor& src, backend::Tensor& host) override;
   bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes) const override;
   Status bind_thread() override;  // cudaSetDevice(options.device) for the calling thread
   // Bytes held by the allocator (in use + cached).
@@ -60,6 +67,13 @@ class CudaBackend : public backend::Backend {
   Status begin_capture(const backend::Backend::Graph* pool_of) override;
   StatusOr<std::shared_ptr<backend::Backend::Graph>> end_capture() override;
   Status replay(const backend::Backend::Graph& graph) override;
+
+  // Side queue (backend.h): a second non-blocking stream forked and joined by events (captured as
+  // two graph branches); the tensor caches hold freed blocks until join_side; cuBLAS follows the
+  // current stream.
+  Status begin_side() override;
+  Status end_side() override;
+  Status join_side() override;
 
   Status dequantize(const backend::Tensor& w, const backend::Tensor* scale, int64_t block_rows,
                     int64_t block_cols, backend::Tensor& out) override;
@@ -120,6 +134,10 @@ class CudaBackend : public backend::Backend {
   Status topk(const backend::Tensor& scores, int64_t k, backend::Tensor& ids) override;
   Status place_ids(const backend::Tensor& src, const backend::Tensor& layout,
                    backend::Tensor& dst) override;
+  Status scatter_ids(const backend::Tensor& src, const backend::Tensor& map,
+                     backend::Tensor& dst) override;
+  Status gather_ids(const backend::Tensor& table, const backend::Tensor& ids,
+                    backend::Tensor& out) override;
   Status moe_route(const backend::Tensor& logits, const backend::Tensor* bias,
                    const backend::Tensor* hash_ids, const backend::RouterParams& params,
                    backend::Tensor& ids, backend::Tensor& weights) override;
@@ -204,9 +222,15 @@ class CudaBackend : public backend::Backend {
   Status combine_slots_into(const backend::Tensor& slot_out, const backend::Tensor& weights,
                             int64_t k, backend::Tensor& out, bool set);
   struct State;
+  class AsyncDownload;  // download_async's ticket (cuda_backend.cpp)
+  friend class AsyncDownload;
   explicit CudaBackend(std::unique_ptr<State> state);
   Status launched(const char* op);  // checks the launch of the op just queued
-  Status refuse_in_capture(const char* what);  // FailedPrecondition; remembered for end_capture
+  Status refuse_in_capture(const char* what);
+  // linear_tc_wa2_options, without the fused split sums on the side stream (their tile counters
+  // are shared by every launch on the device).
+  kernels::Wa2Options wa2_options(int variant, int fmt, int64_t rows, int64_t K, int64_t M)
+      const;  // FailedPrecondition; remembered for end_capture
   // hc_pre / hc_expand_pre on the fused kernels (expand null: no expand).
   Status hc_pre_fused(const backend::Tensor& x, const backend::Tensor& fn,
                       const backend::Tensor& base, const backend::Tensor& scale,

@@ -288,6 +288,8 @@ const char* error_code_name(int32_t code) {
     case kErrKeyOffsets: return "attention: key_offsets not non-decreasing within [0, nnz]";
     case kErrIndexerKeys: return "indexer_scores: a row's key_start + visible outside the keys";
     case kErrPlaceIds: return "place_ids: a pick is -1 or a row overruns dst";
+    case kErrTokenIds:
+      return "scatter_ids / gather_ids: an index outside its source or destination";
   }
   return "unknown device error";
 }

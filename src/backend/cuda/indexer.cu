@@ -186,6 +186,35 @@ __global__ void topk_pick_kernel(const float* sorted_keys, const int32_t* sorted
   ids[t] = sorted_vals[s * T + j];
 }
 
+// Token ids that stay on the device (backend.h scatter_ids / gather_ids).
+__global__ void scatter_ids_kernel(const int32_t* src, int64_t m, const int32_t* map, int64_t n,
+                                   int32_t* dst, int64_t d, int32_t* error_flag) {
+  pdl::enter();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t from = map[2 * i], to = map[2 * i + 1];
+  if (from < 0 || from >= m || to < 0 || to >= d) {
+    set_error(error_flag, kErrTokenIds);
+    return;
+  }
+  dst[to] = src[from];
+}
+
+__global__ void gather_ids_kernel(const int32_t* table, int64_t V, int64_t C, const int32_t* ids,
+                                  int64_t S, int32_t* out, int32_t* error_flag) {
+  pdl::enter();
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= S * C) return;
+  const int64_t s = t / C, c = t % C;
+  const int64_t id = ids[s];
+  if (id < 0 || id >= V) {
+    set_error(error_flag, kErrTokenIds);
+    out[t] = -1;
+    return;
+  }
+  out[t] = table[id * C + c];
+}
+
 __global__ void place_ids_kernel(const int32_t* src, int64_t S, int64_t k, const int32_t* layout,
                                  int32_t* dst, int64_t n, int32_t* error_flag) {
   pdl::enter();
@@ -305,6 +334,20 @@ void place_ids(const int32_t* src, int64_t S, int64_t k, const int32_t* layout, 
   if (S * k > 0)
     pdl::launch(place_ids_kernel, grid_for(S * k, 256), 256, 0, s, pdl::small_kernels(), src, S, k,
                 layout, dst, n, error_flag);
+}
+
+void scatter_ids(const int32_t* src, int64_t m, const int32_t* map, int64_t n, int32_t* dst,
+                 int64_t d, int32_t* error_flag, cudaStream_t s) {
+  if (n > 0)
+    pdl::launch(scatter_ids_kernel, grid_for(n, 256), 256, 0, s, pdl::small_kernels(), src, m, map,
+                n, dst, d, error_flag);
+}
+
+void gather_ids(const int32_t* table, int64_t V, int64_t C, const int32_t* ids, int64_t S,
+                int32_t* out, int32_t* error_flag, cudaStream_t s) {
+  if (S * C > 0)
+    pdl::launch(gather_ids_kernel, grid_for(S * C, 256), 256, 0, s, pdl::small_kernels(), table, V,
+                C, ids, S, out, error_flag);
 }
 
 uint64_t topk_workspace_bytes(int64_t S, int64_t T) { return topk_layout(S, T).total; }

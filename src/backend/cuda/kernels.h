@@ -27,6 +27,7 @@ enum ErrorCode : int32_t {
   kErrKeyOffsets = 6,
   kErrIndexerKeys = 7,
   kErrPlaceIds = 8,
+  kErrTokenIds = 9,
 };
 const char* error_code_name(int32_t code);
 
@@ -132,6 +133,13 @@ void indexer_scores(const float* q, const float* weights, const float* keys,
 // dst[layout[s,0] + j] = src[s, j] + layout[s,2] for j < layout[s,1] (see backend.h place_ids).
 void place_ids(const int32_t* src, int64_t S, int64_t k, const int32_t* layout, int32_t* dst,
                int64_t n, int32_t* error_flag, cudaStream_t s);
+// dst[map[i,1]] = src[map[i,0]] for i < n (see backend.h scatter_ids); a pair outside sets
+// kErrTokenIds.
+void scatter_ids(const int32_t* src, int64_t m, const int32_t* map, int64_t n, int32_t* dst,
+                 int64_t d, int32_t* error_flag, cudaStream_t s);
+// out[s, :] = table[ids[s], :] (table [V, C]); an id outside [0, V) sets kErrTokenIds, row -1.
+void gather_ids(const int32_t* table, int64_t V, int64_t C, const int32_t* ids, int64_t S,
+                int32_t* out, int32_t* error_flag, cudaStream_t s);
 // ids[S, k]: top-k per row, higher score first, ties to the lower index; -inf picks and slots
 // past min(k, T) are -1. Needs `workspace` of topk_workspace_bytes(S, T) bytes.
 uint64_t topk_workspace_bytes(int64_t S, int64_t T);

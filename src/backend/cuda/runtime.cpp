@@ -75,6 +75,10 @@ Status Event::record(cudaStream_t stream) const {
   DI_CUDA_RETURN_IF_ERROR(cudaEventRecord(e_, stream));
   return OkStatus();
 }
+Status Event::synchronize() const {
+  DI_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(e_));
+  return OkStatus();
+}
 StatusOr<float> Event::elapsed_ms_since(const Event& start) const {
   DI_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(e_));
   float ms = 0;

@@ -45,6 +45,7 @@ class Event {
   ~Event();
   cudaEvent_t get() const { return e_; }
   Status record(cudaStream_t stream) const;
+  Status synchronize() const;  // waits for the work queued before the last record()
   // Milliseconds between two recorded timing events.
   StatusOr<float> elapsed_ms_since(const Event& start) const;
 

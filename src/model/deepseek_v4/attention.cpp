@@ -190,8 +190,8 @@ Status attention_core(backend::Backend& be, const Dims& d, const AttentionWeight
       max_keys = std::max<int64_t>(max_keys, offsets[sq.begin + s + 1] - offsets[sq.begin + s]);
     }
   }
-  DI_RETURN_IF_ERROR(copies.flush(be));
-  // One upload: [offsets (S+1) | ids (nnz) | layout (3S, CSA)].
+  // One upload: [offsets (S+1) | ids (nnz) | layout (3S, CSA)], queued before the key copies so
+  // that the attention kernel follows a kernel (programmatic launch overlap) instead of a memcpy.
   const int64_t nnz = static_cast<int64_t>(ids.size());
   std::vector<int32_t> lists;
   lists.reserve(offsets.size() + ids.size() + layout.size());
@@ -200,6 +200,7 @@ Status attention_core(backend::Backend& be, const Dims& d, const AttentionWeight
   lists.insert(lists.end(), layout.begin(), layout.end());
   DI_ASSIGN_OR_RETURN(Tensor lists_t,
                       to_backend_i32(be, lists, {static_cast<int64_t>(lists.size())}));
+  DI_RETURN_IF_ERROR(copies.flush(be));
   const Tensor key_offsets = lists_t.rows(0, S + 1);
   Tensor key_ids = lists_t.rows(S + 1, S + 1 + nnz);
   if (csa) {

@@ -88,10 +88,29 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
     if (dynamic_cast<DeepseekV4State*>(in.state) == nullptr)
       return InvalidArgument("deepseek_v4: sequence " + std::to_string(b) +
                              " has no DeepSeek-V4 state (use new_sequence_state())");
-    for (int32_t t : in.tokens)
+    if (in.fed_ids != nullptr) {
+      const Tensor& f = *in.fed_ids;
+      if (f.dtype() != DType::kI32 || f.rank() != 1 || in.fed_row < 0 || in.fed_row >= f.dim(0))
+        return InvalidArgument("deepseek_v4: sequence " + std::to_string(b) + " feeds row " +
+                               std::to_string(in.fed_row) + " of " + f.describe() +
+                               " (want an I32 [m] tensor and a row in [0, m))");
+      if (f.on_device() == be_->host_memory())
+        return InvalidArgument("deepseek_v4: sequence " + std::to_string(b) + "'s fed ids " +
+                               f.describe() + " are not in the " + be_->name() +
+                               " backend's memory");
+      for (size_t c = 0; c < b; ++c)
+        if (batch[c].fed_ids != nullptr && batch[c].fed_ids->raw() != f.raw())
+          return InvalidArgument("deepseek_v4: sequences " + std::to_string(c) + " and " +
+                                 std::to_string(b) + " feed from different tensors");
+    }
+    // A fed sequence's last token is a placeholder (its id is on the device).
+    const size_t known = in.tokens.size() - (in.fed_ids != nullptr ? 1 : 0);
+    for (size_t i = 0; i < known; ++i) {
+      const int32_t t = in.tokens[i];
       if (t < 0 || t >= dims_.V)
         return OutOfRange("deepseek_v4: token id " + std::to_string(t) + " in sequence " +
                           std::to_string(b) + " is outside the vocabulary [0, " + std::to_string(dims_.V) + ")");
+    }
     rows += in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
   }
   for (size_t b = 0; b < batch.size(); ++b)
@@ -112,6 +131,12 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
     sq.state = static_cast<DeepseekV4State*>(in.state);
     sq.past = sq.state->num_tokens();
     tokens.insert(tokens.end(), in.tokens.begin(), in.tokens.end());
+    if (in.fed_ids != nullptr) {  // 0 on the host until the scatter on the device
+      tokens.back() = 0;
+      step.fed_ids = in.fed_ids;
+      step.fed_pairs.emplace_back(static_cast<int32_t>(in.fed_row),
+                                  static_cast<int32_t>(tokens.size() - 1));
+    }
     for (int64_t s = 0; s < sq.len; ++s) pos_host.push_back(static_cast<int32_t>(sq.past + s));
     for (int64_t s = in.all_logits ? 0 : sq.len - 1; s < sq.len; ++s)
       logit_rows.push_back(static_cast<int32_t>(sq.begin + s));  // all rows, or the last one
@@ -135,8 +160,31 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
       copy_of[s * d.hc + j] = static_cast<int32_t>(s);
       stream_ids[s * d.hc + j] = tokens[s];
     }
-  DI_ASSIGN_OR_RETURN(Tensor ids, fuse ? to_backend_i32(be, stream_ids, {S * d.hc})
-                                       : to_backend_i32(be, tokens, {S}));
+  // Fed tokens: one buffer [stream ids (decode fusion) | tokens], the fed ids scattered into
+  // both places on the backend; the hash layers' ids looked up there from the tokens.
+  const bool fed = step.fed_ids != nullptr;
+  Tensor ids, fed_tokens;
+  if (fed) {
+    std::vector<int32_t> buf = fuse ? stream_ids : std::vector<int32_t>();
+    const int64_t at = static_cast<int64_t>(buf.size());  // the tokens' place in buf
+    buf.insert(buf.end(), tokens.begin(), tokens.end());
+    std::vector<int32_t> pairs;
+    for (const auto& [row, s] : step.fed_pairs) {
+      if (fuse)
+        for (int64_t j = 0; j < d.hc; ++j)
+          pairs.insert(pairs.end(), {row, static_cast<int32_t>(s * d.hc + j)});
+      pairs.insert(pairs.end(), {row, static_cast<int32_t>(at + s)});
+    }
+    DI_ASSIGN_OR_RETURN(Tensor all, to_backend_i32(be, buf, {static_cast<int64_t>(buf.size())}));
+    const int64_t n = static_cast<int64_t>(pairs.size()) / 2;
+    DI_ASSIGN_OR_RETURN(Tensor map, to_backend_i32(be, pairs, {n, 2}));
+    DI_RETURN_IF_ERROR(be.scatter_ids(*step.fed_ids, map, all));
+    ids = fuse ? all.rows(0, at) : all;
+    fed_tokens = all.rows(at, at + S);
+  } else {
+    DI_ASSIGN_OR_RETURN(
+        ids, fuse ? to_backend_i32(be, stream_ids, {S * d.hc}) : to_backend_i32(be, tokens, {S}));
+  }
   DI_ASSIGN_OR_RETURN(step.positions, to_backend_i32(be, pos_host, {S}));
   Tensor copies;
   if (!fuse) {
@@ -148,7 +196,13 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
   LayerCarry prev;  // only the previous layer's pending MoE expand is kept
   for (int layer = 0; layer < d.L; ++layer) {
     LayerCarry c;
-    DI_RETURN_IF_ERROR(decoder_layer(layer, streams, step, &prev, c));
+    Tensor hash;
+    if (fed && w_->layers[layer].moe.hash) {
+      DI_ASSIGN_OR_RETURN(hash, be.empty(DType::kI32, {S, d.k}));
+      DI_RETURN_IF_ERROR(hash_ids_on_backend(layer, fed_tokens, hash));
+    }
+    DI_RETURN_IF_ERROR(
+        decoder_layer(layer, streams, step, &prev, c, hash.defined() ? &hash : nullptr));
     prev = LayerCarry();
     prev.moe_expand = std::move(c.moe_expand);
   }
@@ -247,9 +301,11 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
     int64_t n_hash = 0;
     for (int l = 0; l < d.L; ++l) n_hash += w_->layers[l].moe.hash ? S * d.k : 0;
     if (fuse) {
-      DI_ASSIGN_OR_RETURN(set->inputs, be.empty(DType::kI32, {S * d.hc + S + n_hash}));
+      DI_ASSIGN_OR_RETURN(set->inputs,
+                          be.empty(DType::kI32, {S * d.hc + 2 * S + n_hash + 2 * S * (d.hc + 1)}));
       set->ids = set->inputs.rows(0, S * d.hc);
       set->positions = set->inputs.rows(S * d.hc, S * d.hc + S);
+      set->tokens = set->inputs.rows(S * d.hc + S, S * d.hc + 2 * S);
     } else {
       DI_ASSIGN_OR_RETURN(set->ids, be.empty(DType::kI32, {S}));
       DI_ASSIGN_OR_RETURN(set->positions, be.empty(DType::kI32, {S}));
@@ -265,7 +321,7 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
     DI_ASSIGN_OR_RETURN(set->picked, to_backend_i32(be, rows, {S}));
     DI_ASSIGN_OR_RETURN(set->o, be.alloc(DType::kF32, {S, local_.nH, local_.D}));
     set->hash_ids.resize(d.L);
-    int64_t at = S * d.hc + S;  // the hash ids' place in `inputs`
+    int64_t at = S * d.hc + 2 * S;  // the hash ids' place in `inputs`
     for (int l = 0; l < d.L; ++l)
       if (w_->layers[l].moe.hash && fuse) {
         set->hash_ids[l] = set->inputs.rows(at, at + S * d.k).view({S, d.k});
@@ -282,28 +338,62 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
 
   // This step's inputs into the set's fixed tensors: with decode fusion one upload of
   // [each token hc times | positions | hash ids of each hash layer], else one upload each.
+  // A fed step (tokens on the device): the host's rows of the fed tokens hold 0 until the
+  // scatter; the hash layers' ids are looked up on the device from the tokens afterwards (the
+  // same integers the host would have found), so the replays read exactly an unfed step's inputs.
+  const bool fed = step.fed_ids != nullptr;
   if (g->inputs.defined()) {
     std::vector<int32_t> in;
     in.reserve(g->inputs.numel());
     for (int64_t i = 0; i < S * d.hc; ++i) in.push_back(step.tokens[i / d.hc]);
     in.insert(in.end(), step.positions_host.begin(), step.positions_host.end());
+    in.insert(in.end(), step.tokens.begin(), step.tokens.end());
     for (int l = 0; l < d.L; ++l)
       if (g->hash_ids[l].defined()) {
         std::vector<int32_t> h;
-        DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
+        if (fed)
+          h.assign(S * d.k, 0);
+        else
+          DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
         in.insert(in.end(), h.begin(), h.end());
       }
-    if (static_cast<int64_t>(in.size()) != g->inputs.numel())
+    const int64_t map_at = static_cast<int64_t>(in.size());
+    for (const auto& [row, s] : step.fed_pairs) {
+      for (int64_t j = 0; j < d.hc; ++j)
+        in.insert(in.end(), {row, static_cast<int32_t>(s * d.hc + j)});
+      in.insert(in.end(), {row, static_cast<int32_t>(S * d.hc + S + s)});  // the tokens' row
+    }
+    const int64_t n_pairs = (static_cast<int64_t>(in.size()) - map_at) / 2;
+    if (static_cast<int64_t>(in.size()) > g->inputs.numel())
       return Internal("deepseek_v4: decode inputs of " + std::to_string(in.size()) +
                       " ids for a buffer of " + std::to_string(g->inputs.numel()));
+    in.resize(g->inputs.numel(), 0);
     DI_RETURN_IF_ERROR(
         be.upload(Tensor::borrow(in.data(), DType::kI32, {g->inputs.numel()}), g->inputs));
+    if (fed) {
+      Tensor map = g->inputs.rows(map_at, map_at + 2 * n_pairs).view({n_pairs, 2});
+      DI_RETURN_IF_ERROR(be.scatter_ids(*step.fed_ids, map, g->inputs));
+      for (int l = 0; l < d.L; ++l)
+        if (g->hash_ids[l].defined())
+          DI_RETURN_IF_ERROR(hash_ids_on_backend(l, g->tokens, g->hash_ids[l]));
+    }
   } else {
     DI_RETURN_IF_ERROR(be.upload(Tensor::borrow(step.tokens.data(), DType::kI32, {S}), g->ids));
     DI_RETURN_IF_ERROR(
         be.upload(Tensor::borrow(step.positions_host.data(), DType::kI32, {S}), g->positions));
+    if (fed) {
+      std::vector<int32_t> pairs;
+      for (const auto& [row, s] : step.fed_pairs) pairs.insert(pairs.end(), {row, s});
+      DI_ASSIGN_OR_RETURN(Tensor map,
+                          to_backend_i32(be, pairs, {static_cast<int64_t>(pairs.size()) / 2, 2}));
+      DI_RETURN_IF_ERROR(be.scatter_ids(*step.fed_ids, map, g->ids));
+    }
     for (int l = 0; l < d.L; ++l)
       if (g->hash_ids[l].defined()) {
+        if (fed) {
+          DI_RETURN_IF_ERROR(hash_ids_on_backend(l, g->ids, g->hash_ids[l]));
+          continue;
+        }
         std::vector<int32_t> h;
         DI_RETURN_IF_ERROR(moe_hash_ids(d, w_->layers[l].moe, step.tokens, h));
         DI_RETURN_IF_ERROR(
@@ -487,11 +577,25 @@ Status DeepseekV4Model::apply_moe_expand(LayerCarry& prev, Tensor& streams) {
 }
 
 Status DeepseekV4Model::decoder_layer(int layer, Tensor& streams, const StepBatch& step,
-                                      LayerCarry* prev, LayerCarry& c) {
+                                      LayerCarry* prev, LayerCarry& c, const Tensor* hash_ids) {
   DI_RETURN_IF_ERROR(layer_first(layer, streams, step.positions, prev, c));
   DI_EMPTY(o, *be_, DType::kF32, {streams.dim(0), local_.nH, local_.D});
   DI_RETURN_IF_ERROR(layer_core(layer, step, c, o));
-  return layer_last(layer, streams, step.positions, step.tokens, nullptr, c, o);
+  return layer_last(layer, streams, step.positions, step.tokens, hash_ids, c, o);
+}
+
+Status DeepseekV4Model::hash_ids_on_backend(int layer, const Tensor& tokens, Tensor& hash_ids) {
+  if (tid2eid_on_backend_.empty()) tid2eid_on_backend_.resize(dims_.L);
+  Tensor& table = tid2eid_on_backend_[layer];
+  if (!table.defined()) {
+    const Tensor& host = w_->layers[layer].moe.tid2eid;
+    if (be_->host_memory()) {
+      table = host;
+    } else {
+      DI_ASSIGN_OR_RETURN(table, to_backend(*be_, host));
+    }
+  }
+  return be_->gather_ids(table, tokens, hash_ids);
 }
 
 const RopeTable& DeepseekV4Model::rope_of(int layer) const {

@@ -45,6 +45,9 @@ class DeepseekV4Model final : public Model {
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<SequenceState> new_sequence_state() const override;
   StatusOr<Tensor> forward(std::span<const SequenceInput> batch) override;
+  // Fed tokens: placed into the step's inputs on the device (scatter_ids), the hash layers'
+  // expert ids looked up there (gather_ids on a device copy of tid2eid), eager or graphed.
+  bool accepts_fed_tokens() const override { return true; }
 
   const Dims& dims() const { return dims_; }
   // Decode steps run from captured CUDA graphs so far (replays; capture steps not counted).
@@ -92,8 +95,10 @@ class DeepseekV4Model final : public Model {
   // One decoder layer over streams [S, hc, H] of the whole step (in place): layer_first,
   // layer_core, layer_last (model.cpp; the decode graphs run them apart). prev: the previous
   // layer's carry (null for layer 0), whose pending MoE expand this layer applies.
+  // hash_ids: this layer's routed ids when it is a hash layer and the step's tokens are fed
+  // (null: looked up from step.tokens on the host).
   Status decoder_layer(int layer, Tensor& streams, const StepBatch& step, LayerCarry* prev,
-                       LayerCarry& c);
+                       LayerCarry& c, const Tensor* hash_ids = nullptr);
   Status layer_first(int layer, Tensor& streams, const Tensor& positions, LayerCarry* prev,
                      LayerCarry& c);
   Status layer_core(int layer, const StepBatch& step, LayerCarry& c, Tensor& o);
@@ -116,16 +121,22 @@ class DeepseekV4Model final : public Model {
     int64_t S = 0;
     bool captured = false;
     uint64_t last_used = 0;
-    Tensor ids, positions, copies, picked, o;  // fixed inputs, written before each replay
+    Tensor ids, positions, tokens, copies, picked, o;  // fixed inputs, written before each replay
     std::vector<Tensor> hash_ids;              // [L]: defined on hash layers
     // Decode fusion: ids, positions and hash_ids are views of this one I32 buffer
-    // [ids | positions | hash ids of each hash layer], uploaded in one call per step.
+    // [ids | positions | tokens | hash ids of each hash layer | fed pairs], uploaded in one call
+    // per step (tokens: each token once, what a fed step's hash ids are looked up from; fed
+    // pairs: room for the scatter map of a fed step, S·(hc + 1) pairs).
     Tensor inputs;
     std::vector<std::shared_ptr<backend::Backend::Graph>> graphs;  // [L + 1] segments
     std::vector<LayerCarry> carry;                                 // [L]
     Tensor streams, logits;
   };
   StatusOr<Tensor> forward_graphed(StepBatch& step);
+  // Fed steps: hash_ids [S, k] = tid2eid[tokens] on the backend (tokens [S] I32 there, after
+  // the scatter), with tid2eid copied to the backend once per hash layer (tid2eid_on_backend_).
+  Status hash_ids_on_backend(int layer, const Tensor& tokens, Tensor& hash_ids);
+  std::vector<Tensor> tid2eid_on_backend_;
   std::vector<std::unique_ptr<GraphSet>> graph_sets_;
   std::set<int64_t> graph_failed_;
   uint64_t graph_clock_ = 0;

@@ -19,6 +19,9 @@ Status expert(backend::Backend& be, const Dims& d, const Weight& gate_up /*[2I, 
   return be.linear(act, down, out);
 }
 
+// Steps of up to this many rows put the shared expert on the side queue (moe_forward).
+constexpr int64_t kSideQueueMaxRows = 128;
+
 }  // namespace
 
 Status moe_hash_ids(const Dims& d, const MoeWeights& w, std::span<const int32_t> token_ids,
@@ -38,6 +41,34 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
                    Tensor& y, const dist::ExpertParallelMoe* ep, const Tensor* hash_ids_in,
                    Tensor* routed_out) {
   const int64_t S = x.dim(0);
+  // The shared expert on the backend's side queue (session 14): it reads only x, so it runs
+  // beside the router and the routed experts, which leave the device's bandwidth half used at
+  // decode sizes; the same kernels on the same inputs (same bits). Decode-sized steps only (at
+  // prefill sizes both halves fill the device on their own). Backends with one queue, and the
+  // expert-parallel path (its collectives), run it in line below.
+  struct SideJoin {  // joins the side queue on every return once it was opened
+    backend::Backend& be;
+    bool open = false;
+    ~SideJoin() {
+      if (open) (void)be.join_side();
+    }
+    Status join() {
+      open = false;
+      return be.join_side();
+    }
+  } side{be};
+  if (S <= kSideQueueMaxRows && ep == nullptr) {
+    const Status st = be.begin_side();
+    if (st.ok()) {
+      side.open = true;
+      const Status shared = expert(be, d, w.shared_gate_up, w.shared_down, x, y);
+      DI_RETURN_IF_ERROR(be.end_side());
+      DI_RETURN_IF_ERROR(shared);
+    } else if (st.code() != StatusCode::kUnimplemented) {
+      return st;
+    }
+  }
+  const bool on_side = side.open;
   // Router.
   // Uninitialised (DI_EMPTY) where the next op writes every element: on a device each fill is a
   // memset node that also breaks the decode graph's chain of programmatic dependent launches.
@@ -63,8 +94,8 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
   DI_RETURN_IF_ERROR(be.moe_route(logits, w.bias.defined() ? &w.bias : nullptr,
                                   w.hash ? &hash_ids : nullptr, rp, expert_ids, expert_w));
 
-  // Shared expert on every token.
-  DI_RETURN_IF_ERROR(expert(be, d, w.shared_gate_up, w.shared_down, x, y));
+  // Shared expert on every token (in line when not on the side queue).
+  if (!on_side) DI_RETURN_IF_ERROR(expert(be, d, w.shared_gate_up, w.shared_down, x, y));
 
   // Routed experts (the backend groups or runs them in place; sums over the k picks in order).
   Tensor routed;
@@ -78,6 +109,7 @@ Status moe_forward(backend::Backend& be, const Dims& d, const io::ScoringFunc sc
     DI_RETURN_IF_ERROR(
         be.moe_experts_set(x, expert_ids, expert_w, w.experts, d.swiglu_limit, routed));
   }
+  if (on_side) DI_RETURN_IF_ERROR(side.join());
   if (routed_out != nullptr) {  // the caller adds (inside its expand)
     *routed_out = routed;
     return OkStatus();

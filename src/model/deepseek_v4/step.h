@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/deepseek_v4/state.h"
@@ -25,6 +26,10 @@ struct StepBatch {
   std::span<const int32_t> tokens;          // [S] host
   Tensor positions;                         // [S] I32, backend memory
   std::span<const int32_t> positions_host;  // [S]
+  // Fed tokens (SequenceInput::fed_ids): their rows of `tokens` hold 0; the ids are in fed_ids
+  // (backend memory), fed_pairs = (row of fed_ids, row of the step) per fed token.
+  const Tensor* fed_ids = nullptr;
+  std::vector<std::pair<int32_t, int32_t>> fed_pairs;
 };
 
 }  // namespace deepinfer::model::v4

@@ -92,6 +92,10 @@ StatusOr<Tensor> LlamaModel::forward(std::span<const SequenceInput> batch) {
   for (size_t b = 0; b < batch.size(); ++b) {
     const SequenceInput& in = batch[b];
     if (in.tokens.empty()) return InvalidArgument("llama: sequence " + std::to_string(b) + " has no tokens");
+    if (in.fed_ids != nullptr)
+      return InvalidArgument(
+          "llama: sequence " + std::to_string(b) +
+          " has a fed token (ids on the device); this model takes host ids only");
     if (dynamic_cast<LlamaState*>(in.state) == nullptr)
       return InvalidArgument("llama: sequence " + std::to_string(b) + " has no Llama state");
     for (int32_t t : in.tokens)
