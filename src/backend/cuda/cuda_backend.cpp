@@ -310,8 +310,10 @@ Status CudaBackend::synchronize() {
 // The flag is reset on the backend's stream: a plain cudaMemset runs on the legacy default stream,
 // which a non-blocking stream does not wait for, so the next flag read could still see the old
 // code (session 13: an error reported twice, cuda_attention_fd_test).
+// Always the main stream: an async download's wait() may call this from the engine thread
+// while the worker issues to the side stream (stream() follows the worker's side queue).
 Status CudaBackend::clear_error_flag(int32_t code) {
-  DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(st_->error_flag.data(), 0, 4, stream()));
+  DI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(st_->error_flag.data(), 0, 4, st_->stream.get()));
   return OutOfRange(std::string("cuda backend: ") + kernels::error_code_name(code));
 }
 
