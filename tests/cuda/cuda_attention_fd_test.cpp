@@ -248,6 +248,32 @@ class CudaAttentionFd : public ::testing::TestWithParam<int> {
     for (int64_t i = 0; i < n; ++i) v[i] = i;
     return v;
   }
+  // `batch` (every token of p, in order, on `be`; ns[i] = token i's key count): each token's rows
+  // bitwise equal alone, in the reversed batch, without the max_keys hint, with misaligned q / kv,
+  // and in the sub-batches `four` and `sixteen`.
+  void expect_rows_batch_independent(CudaBackend& be, const Problem& p,
+                                     const std::vector<int64_t>& ns, const Tensor& batch,
+                                     const std::vector<int64_t>& four,
+                                     const std::vector<int64_t>& sixteen) {
+    const int64_t row = p.nH * kD;
+    const auto all = iota(p.S);
+    const std::vector<int64_t> rev(all.rbegin(), all.rend());
+    const Tensor reversed = run(be, p, rev, true);
+    const Tensor no_hint = run(be, p, all, true, -1);
+    const Tensor shifted = run(be, p, all, true, -2, true);
+    const Tensor b4 = run(be, p, four, true), b16 = run(be, p, sixteen, true);
+    for (int64_t i = 0; i < p.S; ++i) {
+      const std::string q = "token " + std::to_string(i) + " (" + std::to_string(ns[i]) + " keys)";
+      expect_rows_bitwise(q + " alone", run(be, p, {i}, true), 0, batch, i, row);
+      expect_rows_bitwise(q + " reversed", reversed, p.S - 1 - i, batch, i, row);
+      expect_rows_bitwise(q + " without the hint", no_hint, i, batch, i, row);
+      expect_rows_bitwise(q + " misaligned", shifted, i, batch, i, row);
+    }
+    for (size_t i = 0; i < four.size(); ++i)
+      expect_rows_bitwise("batch of 4", b4, i, batch, four[i], row);
+    for (size_t i = 0; i < sixteen.size(); ++i)
+      expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
+  }
 
   int variant_ = 0;  // the split-key variant under test (0: fd, 1: x1, …, 4: x4, 5..8: x5..x8)
   uint32_t seed_ = 0;
@@ -475,31 +501,14 @@ TEST_P(CudaAttentionFd, OneLaunchTokenBitsDependOnTheTokenAlone) {
   while (ns.size() < 24) ns.push_back(static_cast<int64_t>(rng_() % 700));
   std::shuffle(ns.begin(), ns.end(), rng_);
   Problem p = lengths(64, 2000, ns);
-  const int64_t row = p.nH * kD;
   const auto all = iota(p.S);
-  std::vector<int64_t> rev(all.rbegin(), all.rend());
   const Tensor batch = run(*gpu_, p, all, true);
   expect_close("batch of 24", reference(p, all, true), batch, kBound);
   const Tensor again = run(*gpu_, p, all, true);
   EXPECT_EQ(std::memcmp(again.data<float>(), batch.data<float>(), batch.nbytes()), 0)
       << "second run, seed " << seed_;
-  const Tensor reversed = run(*gpu_, p, rev, true);
-  const Tensor no_hint = run(*gpu_, p, all, true, -1);
-  const Tensor shifted = run(*gpu_, p, all, true, -2, true);
-  const std::vector<int64_t> four{7, 0, 23, 12},
-      sixteen{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 0, 2, 4, 6};
-  const Tensor b4 = run(*gpu_, p, four, true), b16 = run(*gpu_, p, sixteen, true);
-  for (int64_t i = 0; i < p.S; ++i) {
-    const std::string q = "token " + std::to_string(i) + " (" + std::to_string(ns[i]) + " keys)";
-    expect_rows_bitwise(q + " alone", run(*gpu_, p, {i}, true), 0, batch, i, row);
-    expect_rows_bitwise(q + " reversed", reversed, p.S - 1 - i, batch, i, row);
-    expect_rows_bitwise(q + " without the hint", no_hint, i, batch, i, row);
-    expect_rows_bitwise(q + " misaligned", shifted, i, batch, i, row);
-  }
-  for (size_t i = 0; i < four.size(); ++i)
-    expect_rows_bitwise("batch of 4", b4, i, batch, four[i], row);
-  for (size_t i = 0; i < sixteen.size(); ++i)
-    expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
+  expect_rows_batch_independent(*gpu_, p, ns, batch, {7, 0, 23, 12},
+                                {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 0, 2, 4, 6});
   for (int h : {16, 32, 64}) {
     kernels::set_attention_fd_heads_override(h);
     const Tensor hb = run(*gpu_, p, all, true);
@@ -755,27 +764,11 @@ TEST_P(CudaAttentionFd, BatchInvariantModeIsBitwiseAcrossBatchesOrderHintAndAlig
   while (ns.size() < 40) ns.push_back(static_cast<int64_t>(rng_() % 1501));
   std::shuffle(ns.begin(), ns.end(), rng_);
   Problem p = lengths(64, 2000, ns);
-  const int64_t row = p.nH * kD;
   const auto all = iota(p.S);
-  std::vector<int64_t> rev(all.rbegin(), all.rend());
   const Tensor batch = run(*gpu_bi_, p, all, true);
   expect_close("batch of 40", reference(p, all, true), batch, kBound);
-  const Tensor reversed = run(*gpu_bi_, p, rev, true);
-  const Tensor no_hint = run(*gpu_bi_, p, all, true, -1);
-  const Tensor shifted = run(*gpu_bi_, p, all, true, -2, true);
-  const std::vector<int64_t> four{7, 0, 39, 12}, sixteen{3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33};
-  const Tensor b4 = run(*gpu_bi_, p, four, true), b16 = run(*gpu_bi_, p, sixteen, true);
-  for (int64_t i = 0; i < p.S; ++i) {
-    const std::string q = "token " + std::to_string(i) + " (" + std::to_string(ns[i]) + " keys)";
-    expect_rows_bitwise(q + " alone", run(*gpu_bi_, p, {i}, true), 0, batch, i, row);
-    expect_rows_bitwise(q + " reversed", reversed, p.S - 1 - i, batch, i, row);
-    expect_rows_bitwise(q + " without the hint", no_hint, i, batch, i, row);
-    expect_rows_bitwise(q + " misaligned", shifted, i, batch, i, row);
-  }
-  for (size_t i = 0; i < four.size(); ++i)
-    expect_rows_bitwise("batch of 4", b4, i, batch, four[i], row);
-  for (size_t i = 0; i < sixteen.size(); ++i)
-    expect_rows_bitwise("batch of 16", b16, i, batch, sixteen[i], row);
+  expect_rows_batch_independent(*gpu_bi_, p, ns, batch, {7, 0, 39, 12},
+                                {3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33});
 }
 
 TEST_P(CudaAttentionFd, RepeatedRunsAreBitwiseEqual) {

@@ -135,11 +135,10 @@ struct CudaBackend::State {
   bool capturing = false;
   std::shared_ptr<TensorCache> capture_cache = nullptr;
   std::string capture_refused = std::string();
-  // Small downloads (session 13): the data and the error flag land here by two asynchronous
-  // copies and one stream sync (a pageable copy blocks until it lands: a second round trip).
-  PinnedBuffer staging = PinnedBuffer();
-  // download_async (session 14): pinned slots with an event each, one per ticket in flight, kept
-  // for reuse when the ticket goes (the engine has one or two in flight).
+  // Small downloads (download, download_async): pinned slots with an event each, one per ticket
+  // in flight, kept for reuse when the ticket goes (the engine has one or two in flight); the
+  // data and the error flag land in a slot by two asynchronous copies (a pageable copy blocks
+  // until it lands: a second round trip).
   struct DownloadSlot {
     PinnedBuffer buf;
     Event landed;
@@ -440,26 +439,13 @@ Status CudaBackend::download(const Tensor& src, Tensor& host) {
   if (st_->capturing) return refuse_in_capture("download");
   // With the side queue open (not issuing to it) a download waits for the main queue only.
   if (st_->on_side) return FailedPrecondition("download: issued to the side queue");
-  // Up to kStagedDownloadBytes (the sampled ids of a step, flags, counts): the data and the error
-  // flag through the pinned staging buffer, one round trip (session 13 trace: the ids' pageable
-  // copy and then the flag's cost two, ~12-17 us of idle device per decode step).
-  constexpr uint64_t kStagedDownloadBytes = 64 << 10;
+  // Up to kMaxAsyncDownloadBytes (the sampled ids of a step, flags, counts): download_async's
+  // pinned slot and its wait — the data and the error flag in one round trip (session 13 trace:
+  // a pageable copy and then the flag's cost two, ~12-17 us of idle device per decode step).
   const uint64_t n = src.nbytes();
-  if (n > 0 && n <= kStagedDownloadBytes) {
-    const uint64_t flag_at = (n + 15) / 16 * 16;
-    if (st_->staging.size() < flag_at + 16) {
-      DI_ASSIGN_OR_RETURN(st_->staging, PinnedBuffer::allocate(kStagedDownloadBytes + 16));
-    }
-    auto* base = static_cast<uint8_t*>(st_->staging.data());
-    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, src.raw(), n, cudaMemcpyDeviceToHost, stream()));
-    DI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + flag_at, st_->error_flag.data(), 4,
-                                            cudaMemcpyDeviceToHost, stream()));
-    DI_RETURN_IF_ERROR(st_->stream.synchronize());
-    std::memcpy(host.raw(), base, n);
-    int32_t code = 0;
-    std::memcpy(&code, base + flag_at, 4);
-    if (code != kernels::kErrNone) return clear_error_flag(code);
-    return OkStatus();
+  if (n > 0 && n <= kMaxAsyncDownloadBytes) {
+    DI_ASSIGN_OR_RETURN(auto ticket, download_async(src, host));
+    return ticket->wait();
   }
   if (n > 0)
     DI_CUDA_RETURN_IF_ERROR(

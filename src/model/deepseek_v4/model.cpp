@@ -13,6 +13,22 @@
 
 namespace deepinfer::model::v4 {
 
+namespace {
+
+// The scatter_ids pairs (row of the fed ids, place in the step's I32 inputs) of a fed step: each
+// fed token of step row s into its hc stream-id rows s·hc … s·hc + hc − 1 (decode fusion; hc = 0:
+// none) and into the tokens' row tokens_at + s.
+void append_fed_pairs(const StepBatch& step, int64_t hc, int64_t tokens_at,
+                      std::vector<int32_t>& pairs) {
+  for (const auto& [row, s] : step.fed_pairs) {
+    for (int64_t j = 0; j < hc; ++j)
+      pairs.insert(pairs.end(), {row, static_cast<int32_t>(s * hc + j)});
+    pairs.insert(pairs.end(), {row, static_cast<int32_t>(tokens_at + s)});
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<DeepseekV4Model>> DeepseekV4Model::load(const std::string& dir,
                                                                  const io::ModelConfig& model_config,
                                                                  backend::Backend* backend) {
@@ -169,12 +185,7 @@ StatusOr<Tensor> DeepseekV4Model::forward(std::span<const SequenceInput> batch) 
     const int64_t at = static_cast<int64_t>(buf.size());  // the tokens' place in buf
     buf.insert(buf.end(), tokens.begin(), tokens.end());
     std::vector<int32_t> pairs;
-    for (const auto& [row, s] : step.fed_pairs) {
-      if (fuse)
-        for (int64_t j = 0; j < d.hc; ++j)
-          pairs.insert(pairs.end(), {row, static_cast<int32_t>(s * d.hc + j)});
-      pairs.insert(pairs.end(), {row, static_cast<int32_t>(at + s)});
-    }
+    append_fed_pairs(step, fuse ? d.hc : 0, at, pairs);
     DI_ASSIGN_OR_RETURN(Tensor all, to_backend_i32(be, buf, {static_cast<int64_t>(buf.size())}));
     const int64_t n = static_cast<int64_t>(pairs.size()) / 2;
     DI_ASSIGN_OR_RETURN(Tensor map, to_backend_i32(be, pairs, {n, 2}));
@@ -358,11 +369,7 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
         in.insert(in.end(), h.begin(), h.end());
       }
     const int64_t map_at = static_cast<int64_t>(in.size());
-    for (const auto& [row, s] : step.fed_pairs) {
-      for (int64_t j = 0; j < d.hc; ++j)
-        in.insert(in.end(), {row, static_cast<int32_t>(s * d.hc + j)});
-      in.insert(in.end(), {row, static_cast<int32_t>(S * d.hc + S + s)});  // the tokens' row
-    }
+    append_fed_pairs(step, d.hc, S * d.hc + S, in);  // after the stream ids and positions
     const int64_t n_pairs = (static_cast<int64_t>(in.size()) - map_at) / 2;
     if (static_cast<int64_t>(in.size()) > g->inputs.numel())
       return Internal("deepseek_v4: decode inputs of " + std::to_string(in.size()) +
@@ -383,7 +390,7 @@ StatusOr<Tensor> DeepseekV4Model::forward_graphed(StepBatch& step) {
         be.upload(Tensor::borrow(step.positions_host.data(), DType::kI32, {S}), g->positions));
     if (fed) {
       std::vector<int32_t> pairs;
-      for (const auto& [row, s] : step.fed_pairs) pairs.insert(pairs.end(), {row, s});
+      append_fed_pairs(step, 0, 0, pairs);  // g->ids holds the tokens
       DI_ASSIGN_OR_RETURN(Tensor map,
                           to_backend_i32(be, pairs, {static_cast<int64_t>(pairs.size()) / 2, 2}));
       DI_RETURN_IF_ERROR(be.scatter_ids(*step.fed_ids, map, g->ids));
