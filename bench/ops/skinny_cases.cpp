@@ -1,9 +1,11 @@
 // See skinny_cases.h.
 #include "skinny_cases.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/skinny_mma.h"
 #include "routed_experts.h"
 
@@ -142,6 +144,47 @@ Status multi_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::
   return OkStatus();
 }
 
+// Session 15: the grouped wo_a (G groups of o_lora × heads·head_dim / G) on skinny_mma vs session
+// 5's grouped GEMV (what the backend ran before) and the backend's linear.
+Status grouped_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::string& only) {
+  const int64_t G = m.o_groups, N = m.o_lora, K = m.heads * m.head_dim / m.o_groups;
+  const std::string name = "fp8 attn.wo_a (grouped)";
+  const std::string op_sk = cat("skinny grouped ", name), op_gv = cat("skinny ref: gemv ", name),
+                    op_be = cat("skinny ref: backend linear ", name);
+  if (!wanted(op_sk, only) && !wanted(op_gv, only) && !wanted(op_be, only)) return OkStatus();
+  DI_ASSIGN_OR_RETURN(Weight w, stored_weight(ctx, 1, G * N, K));
+  DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, G * K}));
+  DI_ASSIGN_OR_RETURN(Tensor out, ctx.zeros(DType::kF32, {M, G * N}));
+  const cuda::kernels::SkinnyOptions o;
+  const size_t wsb = cuda::kernels::skinny_grouped_workspace_bytes(1, G, N, M, K, o);
+  DI_ASSIGN_OR_RETURN(Tensor ws,
+                      ctx.zeros(DType::kU8, {static_cast<int64_t>(std::max<size_t>(wsb, 16))}));
+  const double bytes = 4.0 * M * G * K + weight_bytes(w) + 4.0 * M * G * N;
+  const double flops = 2.0 * M * G * N * K;
+  const std::string phase = "skinny M=" + std::to_string(M);
+  const std::string shape =
+      cat("x", backend::shape_str(x.shape()), " w", w.w.describe(), " G=", std::to_string(G),
+          " (split ", std::to_string(cuda::kernels::skinny_split(1, G * N, K, o)), ")");
+  if (wanted(op_sk, only))
+    ctx.measure(phase, op_sk, shape, bytes, flops, [&] {
+      if (!cuda::kernels::skinny_grouped_linear(1, x.data<float>(), w.w.raw(), w.scale.raw(), false,
+                                                M, G, N, K, w.block_rows, w.block_cols,
+                                                out.data<float>(), ws.raw(), ctx.stream(), true, o))
+        return Internal("skinny_grouped_linear refused the layout");
+      return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("skinny launch failed");
+    });
+  if (wanted(op_gv, only) && M <= 8)
+    ctx.measure(phase, op_gv, shape, bytes, flops, [&] {
+      cuda::kernels::gemv_linear(1, x.data<float>(), w.w.raw(), w.scale.raw(), false, M, N, K, G,
+                                 w.block_rows, w.block_cols, out.data<float>(), ctx.stream(), true);
+      return cudaGetLastError() == cudaSuccess ? OkStatus() : Internal("gemv launch failed");
+    });
+  if (wanted(op_be, only))
+    ctx.measure(phase, op_be, shape, bytes, flops,
+                [&] { return ctx.backend().linear(x, w, out, G); });
+  return OkStatus();
+}
+
 }  // namespace
 
 void run_skinny_cases(BenchContext& ctx, const ModelDims& m, const std::vector<int64_t>& rows,
@@ -154,6 +197,7 @@ void run_skinny_cases(BenchContext& ctx, const ModelDims& m, const std::vector<i
     const Phase p{"skinny M=" + std::to_string(M), true, M, 0};
     Status s = single_phase(ctx, m, M, only);
     if (s.ok()) s = multi_phase(ctx, m, M, only);
+    if (s.ok()) s = grouped_phase(ctx, m, M, only);
     if (!s.ok()) report_setup(ctx, p, "skinny", s);
   }
 }

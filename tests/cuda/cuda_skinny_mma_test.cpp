@@ -19,6 +19,7 @@
 //  - CudaBackend::linear and linear_multi with DEEPINFER_GEMV_KERNEL=tc (set by this binary before
 //    the environment is first read): the products skinny_takes bitwise equal to the kernel called
 //    directly, the others to the GEMV (M <= 8), linear_multi = linear everywhere.
+//  - grouped products (session 15, skinny_grouped_linear; CudaSkinnyGrouped below).
 // Bound: |got − exact| ≤ (2·steps + S + 8)·2^-24·Σ|x·w|, steps = the longest chain of f32 sums of
 // an element (e4m3: 8 k-steps of a block + K/128 block fma's; bf16: K/16 k-steps), S the k-slices.
 #include <gtest/gtest.h>
@@ -430,6 +431,163 @@ TEST_F(CudaSkinnyMma, BackendLinearAndLinearMultiRunIt) {
     }
   }
   EXPECT_GE(taken, 10);
+}
+
+// Session 15: grouped products (skinny_grouped_linear; V4's wo_a is 8 groups of 1024 × 4096
+// e4m3): group j of out = x's columns [j·K, j·K + K) times weight rows [j·N, j·N + N). Within the
+// bound of a double reference at M = 8, 3, 2, 1; rows of an M-row call bitwise the rows of the
+// 8-row call (M ≤ 2 is the fused split, M ≥ 3 the split kernel: the same bits); x row 5 alone
+// bitwise row 5; two runs, no PDL and tc3 bitwise equal; CudaBackend::linear with groups runs it
+// (bitwise) where skinny_takes takes the whole weight, and stays within the GEMV's bound elsewhere.
+struct GroupedShape {
+  const char* name;
+  int fmt;
+  int64_t G, N, K;
+};
+
+class CudaSkinnyGrouped : public CudaSkinnyMma {
+ protected:
+  std::vector<float> run_grouped(const HostW& h, const GroupedShape& g, const float* dx, int64_t M,
+                                 const kernels::SkinnyOptions& o = {}, bool pdl = true) {
+    DeviceBuffer out = std::move(DeviceBuffer::allocate(M * h.N * 4)).value();
+    const size_t wsb = kernels::skinny_grouped_workspace_bytes(h.kfmt(), g.G, g.N, M, g.K, o);
+    DeviceBuffer ws = std::move(DeviceBuffer::allocate(std::max<size_t>(wsb, 16))).value();
+    EXPECT_EQ(testing::memset_sync(out.data(), 0xFF, M * h.N * 4), cudaSuccess);
+    EXPECT_TRUE(kernels::skinny_grouped_linear(h.kfmt(), dx, h.dw.data(), h.scale(), h.f32(), M,
+                                               g.G, g.N, g.K, h.br, h.fmt == 0 ? 1 : h.bc,
+                                               static_cast<float*>(out.data()),
+                                               wsb > 0 ? ws.data() : nullptr, nullptr, pdl, o));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    return host(out, M * h.N);
+  }
+  // Worst |got − exact| / (factor·2^-24·Σ|x·w|) over sampled outputs of every group, tokens < M;
+  // x [rows][G·K].
+  static double worst_grouped(const HostW& h, const GroupedShape& g, const std::vector<float>& x,
+                              int64_t M, const std::vector<float>& got, double factor) {
+    const double u = std::ldexp(1.0, -24);
+    double w = 0;
+    for (int64_t n : sample_rows(h.N, 200)) {
+      const int64_t j = n / g.N;
+      for (int64_t m = 0; m < M; ++m) {
+        double s = 0, a = 0;
+        for (int64_t k = 0; k < g.K; ++k) {
+          const double p = double(x[m * g.G * g.K + j * g.K + k]) * h.deq(n, k);
+          s += p;
+          a += std::fabs(p);
+        }
+        const double q = std::fabs(double(got[m * h.N + n]) - s) / (factor * u * a + 1e-300);
+        if (!(q <= w)) w = std::isnan(q) ? 1e30 : q;
+      }
+    }
+    return w;
+  }
+  static const std::vector<GroupedShape>& shapes() {
+    static const std::vector<GroupedShape> s = {
+        {"wo_a 8x1024x4096", 1, 8, 1024, 4096},
+        {"f32 scales 4x256x512", 4, 4, 256, 512},
+        {"bf16 3x40x192", 0, 3, 40, 192},
+        {"e4m3 2x128x128", 1, 2, 128, 128},
+    };
+    return s;
+  }
+};
+
+TEST_F(CudaSkinnyGrouped, MatchesDoubleRowIndependentDeterministic) {
+  for (const GroupedShape& g : shapes()) {
+    HostW h = make(g.fmt, g.G * g.N, g.K);
+    ASSERT_TRUE(kernels::skinny_grouped_supported(h.kfmt(), h.dw.data(), g.G, g.N, g.K, g.fmt != 0,
+                                                  h.br, g.fmt == 0 ? 1 : h.bc))
+        << g.name;
+    const std::vector<float> x =
+        make_x(8 * g.G, g.K);  // [8][G·K]: rows of other magnitudes per group
+    DeviceBuffer dx = dev(x);
+    const float* px = static_cast<const float*>(dx.data());
+    const double steps = g.fmt == 0 ? double(g.K) / 16 : 8 + double(g.K) / 128;
+    const double factor = 2 * steps + kernels::skinny_split(h.kfmt(), g.G * g.N, g.K, {}) + 8;
+    std::vector<float> full;
+    for (int64_t M : {8, 3, 2, 1}) {
+      const std::string what =
+          std::string(g.name) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
+      const std::vector<float> got = run_grouped(h, g, px, M);
+      const double e = worst_grouped(h, g, x, M, got, factor);
+      EXPECT_LE(e, 1.0) << what << ": vs double";
+      if (M == 8 || M == 1) std::printf("%s: worst error %.3g of the bound\n", what.c_str(), e);
+      if (M == 8)
+        full = got;
+      else
+        EXPECT_TRUE(same(got.data(), full.data(), M * h.N))
+            << what << ": rows differ from the 8-row call";
+      const std::vector<float> again = run_grouped(h, g, px, M),
+                               nopdl = run_grouped(h, g, px, M, {}, false),
+                               tc3 = run_grouped(h, g, px, M, variant(3));
+      EXPECT_TRUE(same(got.data(), again.data(), M * h.N)) << what << ": two runs differ";
+      EXPECT_TRUE(same(got.data(), nopdl.data(), M * h.N)) << what << ": without PDL differs";
+      EXPECT_TRUE(same(got.data(), tc3.data(), M * h.N)) << what << ": tc3 differs";
+    }
+    const std::vector<float> r5 = run_grouped(h, g, px + 5 * g.G * g.K, 1);
+    EXPECT_TRUE(same(r5.data(), full.data() + 5 * h.N, h.N))
+        << g.name << ": x row 5 alone differs; seed " << seed_;
+  }
+}
+
+TEST_F(CudaSkinnyGrouped, RefusesWhatItDoesNotImplement) {
+  DeviceBuffer b = std::move(DeviceBuffer::allocate(1 << 20)).value();
+  const uint8_t* p = static_cast<const uint8_t*>(b.data());
+  EXPECT_TRUE(kernels::skinny_grouped_supported(1, p, 8, 128, 512, true, 128, 128));
+  EXPECT_FALSE(kernels::skinny_grouped_supported(1, p, 8, 64, 512, true, 128,
+                                                 128));  // group off a block row
+  EXPECT_FALSE(
+      kernels::skinny_grouped_supported(1, p, 9, 128, 512, true, 128, 128));  // more than 8 groups
+  EXPECT_FALSE(
+      kernels::skinny_grouped_supported(1, p, 1, 128, 512, true, 128, 128));        // not grouped
+  EXPECT_FALSE(kernels::skinny_grouped_supported(2, p, 8, 128, 512, true, 1, 32));  // FP4
+  EXPECT_TRUE(kernels::skinny_grouped_supported(0, p, 3, 40, 192, false, 1, 1));
+  EXPECT_FALSE(kernels::skinny_grouped_linear(
+      1, reinterpret_cast<const float*>(p), p, p, false, 17, 8, 128, 512, 128, 128,
+      reinterpret_cast<float*>(b.data()), b.data(), nullptr, false, {}));
+}
+
+TEST_F(CudaSkinnyGrouped, BackendGroupedLinearRunsIt) {
+  ASSERT_EQ(env().gemv_kernel, "tc");
+  kernels::SkinnyOptions tc;
+  ASSERT_TRUE(kernels::skinny_options_for("tc", &tc));
+  int taken = 0;
+  for (const GroupedShape& g : shapes()) {
+    HostW h = make(g.fmt, g.G * g.N, g.K);
+    backend::Weight w;
+    w.w = Tensor::borrow(const_cast<void*>(h.dw.data()), h.fmt == 0 ? DType::kBF16 : DType::kF8E4M3,
+                         {h.N, h.K});
+    if (h.fmt != 0) {
+      w.scale =
+          Tensor::borrow(const_cast<void*>(h.ds.data()), h.fmt == 4 ? DType::kF32 : DType::kF8E8M0,
+                         {(h.N + 127) / 128, h.scols()});
+      w.block_rows = w.block_cols = 128;
+    }
+    const std::vector<float> x = make_x(16, g.G * g.K);
+    DeviceBuffer dx = dev(x);
+    for (int64_t M : {1, 2, 3, 8, 9, 16}) {
+      const std::string what =
+          std::string(g.name) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
+      const Tensor xt = Tensor::borrow(dx.data(), DType::kF32, {M, g.G * g.K});
+      Tensor out = std::move(gpu_->alloc(DType::kF32, {M, h.N})).value();
+      ASSERT_TRUE(gpu_->linear(xt, w, out, g.G).ok()) << what;
+      ASSERT_TRUE(gpu_->synchronize().ok());
+      const Tensor got = testing::to_host(out);
+      const float* gp = static_cast<const float*>(got.raw());
+      const std::vector<float> gv(gp, gp + M * h.N);
+      if (kernels::skinny_takes(h.kfmt(), h.N, g.K, M, tc)) {
+        ++taken;
+        const std::vector<float> want = run_grouped(h, g, static_cast<const float*>(dx.data()), M);
+        EXPECT_TRUE(same(gv.data(), want.data(), M * h.N)) << what << ": not skinny's bits";
+      } else {  // the GEMV (M <= 8) or the tensor-core kernels: within the GEMV's or linear_tc's
+                // bound
+        const double steps = g.fmt == 0 ? double(g.K) / 16 : 8 + double(g.K) / 128;
+        EXPECT_LE(worst_grouped(h, g, x, M, gv, 2 * steps + 16 + gemv_factor(h)), 1.0) << what;
+      }
+    }
+  }
+  EXPECT_GE(taken, 6);
 }
 
 }  // namespace

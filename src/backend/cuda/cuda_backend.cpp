@@ -658,6 +658,31 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
     }
   }
+  // Session 15: grouped products (V4's wo_a: 8 groups of 1024 × 4096 e4m3) on skinny_mma too —
+  // the groups as the projections of one launch (skinny_grouped_linear); taken as skinny_takes
+  // takes the whole weight. Its own bits (fixed by (fmt, G, N, K), independent of M).
+  if (!st_->batch_invariant && M <= kernels::kSkinnyMaxRows && groups > 1 &&
+      (fmt == 0 || fmt == 1)) {
+    const kernels::SkinnyOptions* sk = skinny_selected();
+    const int64_t N = GN / groups;
+    if (sk != nullptr &&
+        kernels::skinny_grouped_supported(fmt, w.w.raw(), groups, N, K, fmt != 0, w.block_rows,
+                                          w.block_cols) &&
+        kernels::skinny_takes(fmt, GN, K, M, *sk)) {
+      static const bool pdl_sk = env().gemv_pdl;
+      const size_t wsb = kernels::skinny_grouped_workspace_bytes(fmt, groups, N, M, K, *sk);
+      Tensor sws;
+      if (wsb > 0) {
+        DI_ASSIGN_OR_RETURN(sws, empty(DType::kU8, {static_cast<int64_t>(wsb)}));
+      }
+      if (kernels::skinny_grouped_linear(
+              fmt, x.data<float>(), w.w.raw(), fmt == 0 ? nullptr : w.scale.raw(), scale_f32, M,
+              groups, N, K, w.block_rows, w.block_cols, out.data<float>(),
+              sws.defined() ? sws.raw() : nullptr, stream(), pdl_sk, *sk))
+        return launched(op);
+      DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
+    }
+  }
   // Decode-sized M: the streaming GEMV (gemv.cu; the weight read once per tile of x rows staged
   // in shared memory, many 16-byte loads in flight). Its bits do not depend on M either, but they
   // differ from the tensor-core kernel's, so --batch-invariant keeps one kernel for every M.

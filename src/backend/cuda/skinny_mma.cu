@@ -177,23 +177,31 @@ void skinny_split_x(int fmt, const float* x, int64_t M, int64_t K, void* workspa
 namespace {
 // The product launch; x_fused != null: the fused-split kernel (M ≤ 2, x read by every CTA), else
 // the planes in `workspace`.
-bool product_impl(int fmt, const SkinnyProjection* proj, int nproj, bool scale_f32, int64_t M, int64_t K,
-                  int64_t block_rows, const void* workspace, const float* x_fused, cudaStream_t s, bool pdl,
-                  const SkinnyOptions& o) {
+// Grouped (xg > 1): projection j is group j of one weight — x columns [j·K, j·K + K), out columns
+// [j·N, j·N + N) of rows G·N apart, planes and row exponents per (token, group) — and the split
+// is chosen from n_split (the whole weight's rows) so that every group has the same one.
+bool product_impl(int fmt, const SkinnyProjection* proj, int nproj, bool scale_f32, int64_t M,
+                  int64_t K, int64_t block_rows, const void* workspace, const float* x_fused,
+                  cudaStream_t s, bool pdl, const SkinnyOptions& o, int xg = 1,
+                  int64_t n_split = 0) {
   if (nproj < 1 || nproj > skinny::kMaxProj || M < 1 || M > kSkinnyMaxRows ||
-      (workspace == nullptr && x_fused == nullptr))
+      (workspace == nullptr && x_fused == nullptr) || xg < 1 || (xg > 1 && nproj != xg))
     return false;
-  const int kc = skinny_cluster_size(fmt, proj[0].N, K, o);
+  const auto split_n = [&](int64_t N) { return n_split > 0 ? n_split : N; };
+  const int kc = skinny_cluster_size(fmt, split_n(proj[0].N), K, o);
   Args a;
   a.nproj = nproj;
   a.M = static_cast<int32_t>(M);
   a.K = static_cast<int32_t>(K);
+  a.xg = xg;
   a.kc = kc;
   a.units = static_cast<int32_t>(K / unit_k(fmt));
   a.br = fmt == 1 ? static_cast<int32_t>(block_rows) : 128;
   a.scols = static_cast<int32_t>(K / 128);
   if (workspace != nullptr) {
-    const size_t pb = ((static_cast<size_t>(M) * skinny::kPlanes * static_cast<size_t>(K) * 2 + 15) / 16) * 16;
+    const size_t pb =
+        ((static_cast<size_t>(M * xg) * skinny::kPlanes * static_cast<size_t>(K) * 2 + 15) / 16) *
+        16;
     a.planes = static_cast<const uint16_t*>(workspace);
     a.row_exp = reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(workspace) + pb);
   }
@@ -205,9 +213,9 @@ bool product_impl(int fmt, const SkinnyProjection* proj, int nproj, bool scale_f
     const SkinnyProjection& p = proj[j];
     if (!skinny_supported(fmt, p.w, p.N, K, fmt == 1, block_rows, fmt == 1 ? 128 : 1) ||
         p.out == nullptr || (fmt == 1 && p.scale == nullptr) ||
-        skinny_cluster_size(fmt, p.N, K, o) != kc)
+        skinny_cluster_size(fmt, split_n(p.N), K, o) != kc)
       return false;
-    const int S = split_of(fmt, p.N, K, o);
+    const int S = split_of(fmt, split_n(p.N), K, o);
     const int kw = S / kc;
     const int64_t tiles = skinny::kWarps / kw * mt;  // m-tiles of a CTA group
     const int64_t mtiles = (p.N + 15) / 16;
@@ -218,6 +226,8 @@ bool product_impl(int fmt, const SkinnyProjection* proj, int nproj, bool scale_f
     a.proj[j].N = static_cast<int32_t>(p.N);
     a.proj[j].kw = kw;
     a.proj[j].cta_end = static_cast<int32_t>(groups);
+    a.proj[j].xslot = xg > 1 ? j : 0;
+    a.proj[j].ldo = xg > 1 ? xg * p.N : p.N;
   }
   const int64_t grid = groups * kc;
   if (grid > (int64_t{1} << 31) - 1) return false;
@@ -267,6 +277,46 @@ bool skinny_linear(int fmt, const float* x, const void* w, const void* scale, bo
   if (workspace == nullptr) return false;
   skinny_split_x(fmt, x, M, K, workspace, s, use_pdl);
   return skinny_product(fmt, &p, 1, scale_f32, M, K, block_rows, workspace, s, use_pdl, o);
+}
+
+bool skinny_grouped_supported(int fmt, const void* w, int64_t G, int64_t N, int64_t K, bool scaled,
+                              int64_t block_rows, int64_t block_cols) {
+  if (G < 2 || G > kSkinnyMaxProjections || N < 1) return false;
+  if (!skinny_supported(fmt, w, G * N, K, scaled, block_rows, block_cols)) return false;
+  return fmt == 0 || N % block_rows == 0;  // each group starts on a scale block row
+}
+
+size_t skinny_grouped_workspace_bytes(int fmt, int64_t G, int64_t N, int64_t M, int64_t K,
+                                      const SkinnyOptions& o) {
+  return linear_fuses_split(fmt, G * N, M, K, o) ? 0 : skinny_workspace_bytes(M * G, K);
+}
+
+bool skinny_grouped_linear(int fmt, const float* x, const void* w, const void* scale,
+                           bool scale_f32, int64_t M, int64_t G, int64_t N, int64_t K,
+                           int64_t block_rows, int64_t block_cols, float* out, void* workspace,
+                           cudaStream_t s, bool pdl, const SkinnyOptions& o) {
+  if (M < 1 || M > kSkinnyMaxRows || x == nullptr || out == nullptr ||
+      !skinny_grouped_supported(fmt, w, G, N, K, fmt == 1, block_rows, block_cols))
+    return false;
+  const bool use_pdl = pdl && o.variant != 2;
+  const int64_t row_bytes = fmt == 0 ? 2 * K : K;
+  SkinnyProjection p[kSkinnyMaxProjections];
+  for (int64_t j = 0; j < G; ++j) {
+    p[j].w = static_cast<const uint8_t*>(w) + j * N * row_bytes;
+    p[j].scale = fmt == 0 ? nullptr
+                          : static_cast<const uint8_t*>(scale) +
+                                (j * N / block_rows) * (K / 128) * (scale_f32 ? 4 : 1);
+    p[j].out = out + j * N;
+    p[j].N = N;
+  }
+  const int g = static_cast<int>(G);
+  if (linear_fuses_split(fmt, G * N, M, K, o))
+    return product_impl(fmt, p, g, scale_f32, M, K, block_rows, nullptr, x, s, use_pdl, o, g,
+                        G * N);
+  if (workspace == nullptr) return false;
+  skinny_split_x(fmt, x, M * G, K, workspace, s, use_pdl);  // x [M, G·K] = [M·G, K] rows
+  return product_impl(fmt, p, g, scale_f32, M, K, block_rows, workspace, nullptr, s, use_pdl, o, g,
+                      G * N);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -54,7 +54,11 @@
 // while one is computed; the first R units are issued before griddepcontrol.wait).
 //
 // x planes: from the split kernel's workspace, or (kFused, M ≤ 2) split by every CTA into shared
-// memory after the wait (split_row: the same arithmetic, the same bits).
+// memory after the wait (split_row: the same arithmetic, the same bits). Session 15, grouped
+// products (Args::xg = G groups, one projection per group, skinny_grouped_linear): projection j
+// reads x columns [j·K, j·K + K) — its own planes and row exponent per token (the split kernel
+// runs on the M·G rows of K, a fused CTA splits its group's columns) — and writes out columns
+// [j·N, j·N + N) of rows Proj::ldo = G·N apart.
 //
 // PDL (pdl.cuh): before wait() a CTA only loads weights and scales (immutable); x (or its planes)
 // is read and out written after it; every thread executes wait(); launch_dependents() after the
@@ -86,6 +90,8 @@ struct Proj {
   int32_t N = 0;
   int32_t kw = 1;               // k-slices per CTA (1, 2, 4, 8); RW = 8 / kw m-tiles per CTA
   int32_t cta_end = 0;          // CTA groups (blockIdx.x / KC) of projections 0..this one
+  int32_t xslot = 0;            // grouped product: the group (x columns [xslot·K, xslot·K + K))
+  int64_t ldo = 0;              // out row stride (N, or G·N for a group of a grouped product)
 };
 
 struct Args {
@@ -95,6 +101,7 @@ struct Args {
   const float* x = nullptr;          // fused split (M ≤ 2): x [M, K] fp32, split per CTA
   const int32_t* row_exp = nullptr;  // [M] c of each token row
   int32_t M = 0, K = 0;
+  int32_t xg = 1;                    // x groups: x [M, xg·K]; planes / row_exp per (token, group)
   int32_t kc = 1;                    // cluster size (k-slice groups per m-tile group)
   int32_t units = 0;                 // K / unit
   int32_t br = 128;                  // scale block rows (multiple of 16)
@@ -372,8 +379,9 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<kBf16, NT, MT>())) produ
     uint16_t* xs = reinterpret_cast<uint16_t*>(skinny_dyn);
     pstride = a.K + 8;  // 2K + 16 bytes: the 8 column rows a quarter-warp reads hit distinct banks
     for (int m = 0; m < a.M; ++m) {
-      const int c = split_row<kBf16>(a.x + static_cast<int64_t>(m) * a.K, a.K, xs + kPlanes * m * pstride,
-                                     pstride, split_red);
+      const int64_t xrow = static_cast<int64_t>(m) * a.xg + pj.xslot;  // this group's K columns
+      const int c =
+          split_row<kBf16>(a.x + xrow * a.K, a.K, xs + kPlanes * m * pstride, pstride, split_red);
       if (threadIdx.x == 0) split_exp[m] = c;
     }
     __syncthreads();
@@ -391,8 +399,14 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<kBf16, NT, MT>())) produ
     const uint16_t* col[NT];
     const int cols = kPlanes * a.M;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)  // columns past 3M: any valid plane row (their D is unused)
-      col[nt] = planes + static_cast<int64_t>(min(8 * nt + g, cols - 1)) * pstride;
+    for (int nt = 0; nt < NT; ++nt) {  // columns past 3M: any valid plane row (their D is unused)
+      const int c = min(8 * nt + g, cols - 1);
+      // Plane rows: [3M] of this CTA's x (fused split), else [M·xg][3] (token, group) rows.
+      const int64_t prow =
+          kFused ? c
+                 : (static_cast<int64_t>(c / kPlanes) * a.xg + pj.xslot) * kPlanes + c % kPlanes;
+      col[nt] = planes + prow * pstride;
+    }
     // NT = 1 (M ≤ 2): the B words of unit u + 1 are loaded while unit u is computed (their L2
     // latency off the warp's critical path); more n-tiles load B where they use it. The same
     // operands either way (the same bits).
@@ -464,8 +478,9 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<kBf16, NT, MT>())) produ
       s[p] = v;
     }
     const float sum = (s[2] + s[1]) + s[0];
-    const int c = kFused ? split_exp[m] : __ldg(a.row_exp + m);
-    pj.out[static_cast<int64_t>(m) * pj.N + n] = scalbnf(sum, -c);
+    const int c =
+        kFused ? split_exp[m] : __ldg(a.row_exp + static_cast<int64_t>(m) * a.xg + pj.xslot);
+    pj.out[static_cast<int64_t>(m) * pj.ldo + n] = scalbnf(sum, -c);
   }
   if (KC > 1) cg::this_cluster().sync();  // the other ranks' shared memory stays until read
 }

@@ -88,4 +88,21 @@ bool skinny_linear(int fmt, const float* x, const void* w, const void* scale, bo
                    int64_t M, int64_t N, int64_t K, int64_t block_rows, int64_t block_cols,
                    float* out, void* workspace, cudaStream_t s, bool pdl, const SkinnyOptions& o);
 
+// Session 15: a grouped product (CudaBackend::linear with groups G > 1, V4's wo_a):
+// out [M, G·N] with out[m, j·N + n] = Σ_k x[m, j·K + k] · deq(W[j·N + n, k]), x [M, G·K],
+// W [G·N, K] — the G groups as G projections of one launch, each group's x columns split into
+// their own planes (row exponent per token and group). The k split comes from (fmt, G·N, K), the
+// same for every group. Bits: fixed by (fmt, G, N, K); row m of an M-row call equals the 1-row
+// call of x row m. G in 2..8; e4m3 groups start on a scale block row (N % block_rows == 0).
+bool skinny_grouped_supported(int fmt, const void* w, int64_t G, int64_t N, int64_t K, bool scaled,
+                              int64_t block_rows, int64_t block_cols);
+// Workspace skinny_grouped_linear needs (bytes; 0 when M ≤ 2 fuses the split into the product).
+size_t skinny_grouped_workspace_bytes(int fmt, int64_t G, int64_t N, int64_t M, int64_t K,
+                                      const SkinnyOptions& o);
+// false (nothing launched) when refused.
+bool skinny_grouped_linear(int fmt, const float* x, const void* w, const void* scale,
+                           bool scale_f32, int64_t M, int64_t G, int64_t N, int64_t K,
+                           int64_t block_rows, int64_t block_cols, float* out, void* workspace,
+                           cudaStream_t s, bool pdl, const SkinnyOptions& o);
+
 }  // namespace deepinfer::cuda::kernels

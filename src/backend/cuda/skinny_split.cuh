@@ -27,12 +27,23 @@ template <bool kBf16>
 __device__ __forceinline__ int split_row(const float* __restrict__ xr, int K, uint16_t* dst, int64_t stride,
                                          float* red) {
   const int c = xplanes::row_exponent256(xr, K, red);
-  for (int k = threadIdx.x; k < K; k += 256) {
-    uint16_t h0, h1, h2;
-    xplanes::split3<kBf16>(xr[k], c, h0, h1, h2);
-    dst[k] = h0;
-    dst[stride + k] = h1;
-    dst[2 * stride + k] = h2;
+  // Session 15: xplanes::kBatch loads issued before the first split (the stores to dst may alias
+  // xr for the compiler, so it kept each load behind the previous element's stores).
+  constexpr int kB = xplanes::kBatch;
+  for (int k0 = threadIdx.x; k0 < K; k0 += 256 * kB) {
+    float v[kB];
+#pragma unroll
+    for (int j = 0; j < kB; ++j) v[j] = k0 + 256 * j < K ? xr[k0 + 256 * j] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kB; ++j) {
+      const int k = k0 + 256 * j;
+      if (k >= K) break;
+      uint16_t h0, h1, h2;
+      xplanes::split3<kBf16>(v[j], c, h0, h1, h2);
+      dst[k] = h0;
+      dst[stride + k] = h1;
+      dst[2 * stride + k] = h2;
+    }
   }
   return c;
 }

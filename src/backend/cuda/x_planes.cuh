@@ -34,13 +34,26 @@ __device__ __forceinline__ float from16(uint16_t h) {
 
 // The row exponent c of row xr [K], computed by the 256 threads of a CTA (every thread must call
 // it; c returned to all). red: 8 floats of shared memory, free again when this returns.
+// Session 15: a thread reads its elements kBatch at a time, all loads issued before the first is
+// used (one memory round trip per kBatch elements instead of one per element: the loop's trip
+// count is not known, so the compiler kept the loads one by one). The maximum does not depend
+// on the order: the same c.
+constexpr int kBatch = 8;
 __device__ __forceinline__ int row_exponent256(const float* __restrict__ xr, int K, float* red) {
   float m = 0.f;
   int bad = 0;
-  for (int k = threadIdx.x; k < K; k += 256) {
-    const float a = fabsf(xr[k]);
-    if (a <= 3.402823466e38f) m = fmaxf(m, a);
-    else bad = 1;  // inf or NaN
+  for (int k0 = threadIdx.x; k0 < K; k0 += 256 * kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v[j] = k0 + 256 * j < K ? xr[k0 + 256 * j] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const float a = fabsf(v[j]);
+      if (a <= 3.402823466e38f)
+        m = fmaxf(m, a);
+      else
+        bad = 1;  // inf or NaN
+    }
   }
   bad = __syncthreads_or(bad);
 #pragma unroll
