@@ -120,8 +120,8 @@ Env Env::from_process() {
       static const char* const kNames[] = {"auto", "s7", "v1", "v2",  "v3",  "v4",  "a", "b",
                                            "c",    "d",  "tc", "tc1", "tc2", "tc3", "w", "w1",
                                            "w2",   "w3", "x1", "x2",  "x3",  "x4"};
-      // x5..x9 select session 13's routed-expert modes only (experts_mma.h).
-      static const char* const kExpertsOnly[] = {"x5", "x6", "x7", "x8", "x9"};
+      // x5..x9 select session 13's routed-expert modes only, x0 session 15's (experts_mma.h).
+      static const char* const kExpertsOnly[] = {"x0", "x5", "x6", "x7", "x8", "x9"};
       const bool experts = field == &e.experts_kernel;
       bool ok = false;
       for (const char* k : kNames) ok = ok || *v == k;
@@ -130,7 +130,7 @@ Env Env::from_process() {
       else
         log_warning(std::string(name) + "='" + *v +
                     "' is not auto, s7, v1..v4, a..d, tc, tc1..tc3, w, w1..w3 or x1..x4" +
-                    (experts ? " (or x5..x9)" : "") + "; using auto");
+                    (experts ? " (or x0, x5..x9)" : "") + "; using auto");
     }
   }
 

@@ -86,6 +86,12 @@ TEST_F(EnvTest, KernelSelectorsAndSessionThirteenSwitches) {
   e = Env::from_process();
   EXPECT_EQ(e.spin_wait, 1);
   EXPECT_TRUE(e.wa_fused_reduce);
+  // Session 15: x0 (the session 12-14 routed-expert auto) for the experts only.
+  setenv("DEEPINFER_EXPERTS_KERNEL", "x0", 1);
+  setenv("DEEPINFER_GEMV_KERNEL", "x0", 1);
+  e = Env::from_process();
+  EXPECT_EQ(e.experts_kernel, "x0");
+  EXPECT_EQ(e.gemv_kernel, "auto");
   for (const char* v :
        {"DEEPINFER_EXPERTS_KERNEL", "DEEPINFER_GEMV_KERNEL", "DEEPINFER_SMALL_LINEAR",
         "DEEPINFER_SPIN_WAIT", "DEEPINFER_WA_FUSED_REDUCE"})

@@ -24,6 +24,7 @@
 //    experts_mma_pick_xb / experts_mma_pick_s12 (auto, x1..x3), and in the batch-invariance
 //    configs; experts_mma's zero_bad_ids writes the bad-id slot's rows as +0 and nothing else
 //    differs;
+//  - session 15: variant 33 (pass-balanced warp ranges) and mode x0 in the session-12 checks;
 //  - session 13: the batch-1..8 variants (24..32) memcmp-equal to v3 at V4 shapes and small
 //    layouts (1..8 tokens, both groupings, a token taking one expert twice, bad ids), also as
 //    picked by experts_mma_pick_s12 modes 5..9 ("x5".."x9"; auto's pick above 8 slots except modes
@@ -677,24 +678,43 @@ TEST_F(CudaExpertsMma, Session12VariantsEqualV3BitForBit) {
         const float* xp = pj.xp;
         const int t8 = kernels::kExpertsMmaTileRows;
         const std::vector<float>& v3 = pj.v3;
-        for (int xb :
-             {kernels::kExpertsMmaXB3, kernels::kExpertsMmaXB2, kernels::kExpertsMmaXB2L2,
-              kernels::kExpertsMmaXB2T16, kernels::kExpertsMmaXB2T16L2, kernels::kExpertsMmaXB3T,
-              kernels::kExpertsMmaXB32w12, kernels::kExpertsMmaXB32w8, kernels::kExpertsMmaXB64,
-              kernels::kExpertsMmaXG16s4, kernels::kExpertsMmaXG16s3, kernels::kExpertsMmaXB32w16,
-              kernels::kExpertsMmaXB16s3t1, kernels::kExpertsMmaXB16s4t1L2,
-              kernels::kExpertsMmaXB16s4t1, -1, -2, -3, -4}) {
-          // xb < 0: the pick of experts_mma_pick_s12 mode −xb − 1 (auto, x1, x2, x3), on its
-          // grouping.
+        for (int xb : {kernels::kExpertsMmaXB3,
+                       kernels::kExpertsMmaXB2,
+                       kernels::kExpertsMmaXB2L2,
+                       kernels::kExpertsMmaXB2T16,
+                       kernels::kExpertsMmaXB2T16L2,
+                       kernels::kExpertsMmaXB3T,
+                       kernels::kExpertsMmaXB32w12,
+                       kernels::kExpertsMmaXB32w8,
+                       kernels::kExpertsMmaXB64,
+                       kernels::kExpertsMmaXG16s4,
+                       kernels::kExpertsMmaXG16s3,
+                       kernels::kExpertsMmaXB32w16,
+                       kernels::kExpertsMmaXB16s3t1,
+                       kernels::kExpertsMmaXB16s4t1L2,
+                       kernels::kExpertsMmaXB16s4t1,
+                       kernels::kExpertsMmaXB32C,
+                       -1,
+                       -2,
+                       -3,
+                       -4,
+                       -11}) {
+          // xb < 0: the pick of experts_mma_pick_s12 mode −xb − 1 (auto, x1, x2, x3; session 15:
+          // 10 = x0), on its grouping. 33 (session 15): pass-balanced warp ranges — the crowded
+          // expert 5 (every token from 2 tokens on: several 8-row tiles of 4 passes) is the case.
           const int picked = xb < 0 ? kernels::experts_mma_pick_s12(slots, st.K, -xb - 1)
                                     : kernels::experts_mma_pick_xb(slots, xb);
           if (xb > 0)
             EXPECT_EQ(picked, slots <= 128 ? xb : kernels::kExpertsMmaV1)
                 << "experts_mma_pick_xb(" << slots << ")";
-          else
-            EXPECT_TRUE(slots <= 128 ? picked >= kernels::kExpertsMmaX16
-                                     : picked == kernels::kExpertsMmaV1)
+          else if (slots <= 128)
+            EXPECT_GE(picked, kernels::kExpertsMmaX16)
                 << "experts_mma_pick_s12(" << slots << ", mode " << -xb - 1 << ") = " << picked;
+          else  // session 15: auto keeps 33 up to kExpertsMmaDecodeMaxSlots, the rest session 6's
+            EXPECT_EQ(picked, xb == -1 && slots <= kernels::kExpertsMmaDecodeMaxSlots
+                                  ? kernels::kExpertsMmaXB32C
+                                  : kernels::kExpertsMmaV1)
+                << "experts_mma_pick_s12(" << slots << ", mode " << -xb - 1 << ")";
           for (int grouping = xb < 0 ? 2 : 0; grouping < 3; ++grouping) {
             // 0: 8-row tiles, 1: one tile per expert, 2: the pick on the grouping the backend uses.
             const bool tiles8 =

@@ -289,9 +289,10 @@ TEST_F(CudaLinearTcWa, PdlOffGivesTheSameBits) {
 }
 
 TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
-  // CudaBackend::linear with --batch-invariant (M = 1, 5, 16) and in the default mode (M = 9, 16:
-  // the tensor-core branch) equals linear_tc with the mode's split; this binary selects
-  // DEEPINFER_SMALL_LINEAR=w (unless set), so at M <= 16 that is linear_tc_wa's dispatch.
+  // CudaBackend::linear with --batch-invariant (M = 1, 5, 16, 20, 33, 64) and in the default mode
+  // (M = 9, 16, 20, 33, 64: the tensor-core branch) equals linear_tc with the mode's split; this
+  // binary selects DEEPINFER_SMALL_LINEAR=w (unless set), so at M <= 16 that is linear_tc_wa's
+  // dispatch.
   ASSERT_TRUE(kSelectW);
   std::printf("DEEPINFER_SMALL_LINEAR=%s\n", env().small_linear.c_str());
   uint64_t wseed = seed_ ^ 0x9e3779b9u;
@@ -306,12 +307,14 @@ TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
     const backend::Weight dw = upload_weight(hw);
     const int fmt = fmt_code(c.f);
     const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
-    const Pair dx = on_device(randn({16, G * K}));
+    const Pair dx = on_device(randn({64, G * K}));
     for (bool bi : {true, false}) {
       CudaBackend* be = bi ? bi_.get() : gpu_.get();
-      for (int64_t M : {1, 5, 9, 16}) {
+      // Session 15: also M = 20, 33, 64 (linear_tc_small's rows: linear_tc's bits too).
+      for (int64_t M : {1, 5, 9, 16, 20, 33, 64}) {
         if (!bi && M <= kernels::kGemvMaxRows) continue;  // the GEMV's rows in the default mode
         if (bi && M == 9) continue;
+        if (M > 16 && name == "head (bf16)") continue;  // the head's own cuBLAS path (default mode)
         const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, bi);
         auto ref = be->alloc(DType::kF32, {M, GN});
         auto got = be->alloc(DType::kF32, {M, GN});

@@ -1230,7 +1230,15 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
                                     t->gate_up.s.size() > 0, t->gate_up.bc) &&
       kernels::experts_tc_supported(t->down.fmt, x.data<float>(), slots, E_all, t->down.K,
                                     t->down.s.size() > 0, t->down.bc);
-  if (!tc_experts && !st_->batch_invariant && slots > 128)
+  // Session 15: decode batches of up to 4 slots per expert (≤ kExpertsMmaDecodeMaxSlots; V4: 1024,
+  // batch 170) on the decode kernels below (128 before, and with DEEPINFER_EXPERTS_KERNEL=x0): the
+  // prefill grouped GEMM took V4's batch 22+ (H200: batch 32 19.3 vs 5.9 ms per step).
+  static const bool x0 = env().experts_kernel == "x0";
+  const int64_t decode_max_slots =
+      x0 ? 128
+         : std::max<int64_t>(128, std::min<int64_t>(kernels::kExpertsMmaDecodeMaxSlots,
+                                                    4 * experts.num_experts()));
+  if (!tc_experts && !st_->batch_invariant && slots > decode_max_slots)
     return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out, set);
   // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk
   // loaded once for both) reads the picked experts at higher bandwidth than the grouped GEMM's
@@ -1262,7 +1270,7 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
     return InvalidArgument("moe_experts: " + std::to_string(slots) +
                            " slots exceed the 32-bit indexing of the batch-invariant tensor-core "
                            "experts (split the batch)");
-  const bool few_slots = st_->batch_invariant ? (bi_mma || bi_gemv) : slots <= 128;
+  const bool few_slots = st_->batch_invariant ? (bi_mma || bi_gemv) : slots <= decode_max_slots;
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
@@ -1424,6 +1432,9 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
       if (experts_kernel == "x2") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 2);
       if (experts_kernel == "x3") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 3);
       if (experts_kernel == "x4") return kernels::experts_mma_pick_x(slots, gate_up ? H : I);
+      // Session 15: x0 = the session 12-14 auto (variant 15 from 9 to 128 slots; auto now takes
+      // 33, the same kernel with pass-balanced warp ranges).
+      if (experts_kernel == "x0") return kernels::experts_mma_pick_s12(slots, gate_up ? H : I, 10);
       // Session 13 (helper experts1): x5..x9 = auto with that mode's batch-1 variant up to 8 slots.
       if (experts_kernel.size() == 2 && experts_kernel[0] == 'x' && experts_kernel[1] >= '5' &&
           experts_kernel[1] <= '9')

@@ -215,7 +215,8 @@ int experts_mma_pick_xb(int64_t slots, int xb) {
 }
 
 int experts_mma_pick_s12(int64_t slots, int64_t K, int mode) {
-  if (slots > 128) return kExpertsMmaV1;
+  if (slots > 128)
+    return mode == 0 && slots <= kExpertsMmaDecodeMaxSlots ? kExpertsMmaXB32C : kExpertsMmaV1;
   if (slots <= 8) {
     switch (mode) {
       case 1:
@@ -237,7 +238,8 @@ int experts_mma_pick_s12(int64_t slots, int64_t K, int mode) {
         return kExpertsMmaX16;
     }
   }
-  return mode == 5 || mode == 9 ? kExpertsMmaXB32Q : kExpertsMmaXB32w12;
+  if (mode == 10) return kExpertsMmaXB32w12;
+  return mode == 5 || mode == 9 ? kExpertsMmaXB32Q : kExpertsMmaXB32C;
 }
 
 bool experts_mma_supported(int fmt, int64_t slots, int64_t num_experts, bool scaled, bool scale_f32,
@@ -377,6 +379,9 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
       return;
     case kExpertsMmaXB32Q:
       launch_xb<2, 2, 3, emmxb::kBal | emmxb::kQuick, 2>(a, s);
+      return;
+    case kExpertsMmaXB32C:
+      launch_xb<2, 2, 3, emmxb::kBal | emmxb::kCost, 2>(a, s);
       return;
     case kExpertsMmaXB32w8:
       launch_xb<2, 3, 2, emmxb::kBal, 2>(a, s);

@@ -118,7 +118,10 @@ constexpr int kExpertsMmaXB32Q = 31;
 // 30.8 + 19.0, 30 31.1 + 19.7, 32 29.1 + 18.9, 15 29.8 + 19.4, 31 28.9 + 18.1 (the best; batch 8
 // 137.7 + 73.0 vs 15's 139.1 + 74.7; batch 16 261.0 + 135.5 vs 262.1 + 136.9).
 constexpr int kExpertsMmaXC2 = 32;
-constexpr int kExpertsMmaLast = kExpertsMmaXC2;
+// Session 15: 33 = 15 (the batch 8 / 16 auto) with warp ranges balanced by passes (kCost,
+// experts_mma_xb.cuh) instead of items. Same bits.
+constexpr int kExpertsMmaXB32C = 33;
+constexpr int kExpertsMmaLast = kExpertsMmaXB32C;
 
 // DEEPINFER_EXPERTS_KERNEL=x1: per projection and slot count the variant that measured fastest on
 // the H200 (session 10 checkpoint 2, bench_ops --mma-batch 1,8,16,32, µs with a clean L2, against
@@ -153,7 +156,16 @@ int experts_mma_pick_xb(int64_t slots, int xb);
 //    modes 7 / 8 ("x7" / "x8"): 29 / 32 up to 8 slots, auto above;
 //    mode 9 ("x9"): 29 up to 8 slots, 31 from 9 to 128 (bench_model checkpoint 2: 1.02 / 2.23 /
 //      3.53 vs auto 1.02-1.04 / 2.24-2.25 / 3.54-3.55).
+//  Session 15: auto (mode 0) and modes 1..3, 6..8 take variant 33 (15 with pass-balanced warp
+//    ranges) from 9 to 128 slots, auto also from 129 to kExpertsMmaDecodeMaxSlots (session 6's
+//    there before); mode 10 ("x0") is the session 12-14 auto (15 from 9 to 128, 1 above).
 int experts_mma_pick_s12(int64_t slots, int64_t K, int mode);
+
+// Session 15: the default mode's decode routed experts run here up to this many slots and 4 slots
+// per expert (was 128: from batch 22 on the prefill grouped GEMM moe_tc took V4's decode step,
+// H200 bench_model batch 21 4.40 vs 22 14.90 ms per step, moe_tc 85 % of a batch-32 step); above
+// it moe_tc (prefill).
+constexpr int64_t kExpertsMmaDecodeMaxSlots = 1024;
 
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
 // better balance when experts have many tokens); the bits do not depend on the tiling.

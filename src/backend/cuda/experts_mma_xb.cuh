@@ -80,7 +80,100 @@ constexpr int kGB = 4;
 // and row exponent loaded before the pass, launch_dependents right after the PDL wait (the x split
 // launched as a PDL dependent by experts_mma). Same operations on the outputs: the same bits.
 constexpr int kQuick = 8;
+// kCost (session 15) — warp ranges balanced by passes instead of items (cost_range): an item of a
+// tile with m tokens costs ⌈m / kPT⌉ passes over its weights, so with item-count ranges the warps
+// holding an expert with 3+ tokens (two passes at kPT = 2; in 2 of 3 random batch-16 routings)
+// worked twice as long as the rest (Nsight Compute, batch 16: SMs active 77 % of the kernel). The
+// items and every operation on them are unchanged: the same bits.
+constexpr int kCost = 16;
 constexpr int xf(int kF) { return (kF & kBal) != 0 ? emmx::kBalanced : 0; }
+
+// Passes of the tiles of expert e (tile_rows-token tiles, the last one partial) and its token and
+// tile counts; cost_range's unit (× Args::groups per item row of tiles).
+template <int kPT>
+__device__ __forceinline__ int expert_passes(const Args& p, int e, int& n, int& tiles) {
+  n = __ldg(p.row_off + e + 1) - __ldg(p.row_off + e);
+  tiles = __ldg(p.act_off + e + 1) - __ldg(p.act_off + e);
+  if (tiles <= 0) return 0;
+  const int tr = p.tile_rows, last = n - (tiles - 1) * tr;
+  return (tiles - 1) * ((tr + kPT - 1) / kPT) + (last + kPT - 1) / kPT;
+}
+
+// The first item whose start (in passes, items in order, an item of a tile of m tokens costing
+// ⌈m / kPT⌉) is ≥ c, and a lower bound of its expert; T (all items) when c ≥ total. Lane L holds
+// experts [L·per, L·per + per) with exclusive prefix excl and inclusive incl (× groups).
+template <int kPT>
+__device__ __forceinline__ void item_at_cost(const Args& p, int64_t c, int64_t total, int per,
+                                             int lane, int64_t excl, int64_t incl, int& item,
+                                             int& e_lb) {
+  const int G = p.groups;
+  const int T = __ldg(p.act_off + p.num_experts) * G;
+  if (c >= total) {
+    item = T;
+    e_lb = 0;
+    return;
+  }
+  const unsigned owner = __ballot_sync(0xffffffffu, excl <= c && c < incl);
+  const int L = __ffs(owner) - 1;  // exactly one lane: the prefixes partition [0, total)
+  int it = T, eb = 0;
+  if (lane == L) {
+    int64_t r = c - excl;
+    for (int j = 0; j < per; ++j) {
+      const int e = lane * per + j;
+      if (e >= p.num_experts) break;
+      int n, tiles;
+      const int64_t ce = static_cast<int64_t>(expert_passes<kPT>(p, e, n, tiles)) * G;
+      if (r >= ce) {
+        r -= ce;
+        continue;
+      }
+      eb = e;
+      const int d0 = __ldg(p.act_off + e);
+      for (int t = 0; t < tiles; ++t) {
+        const int m = min(p.tile_rows, n - t * p.tile_rows);
+        const int pt = (m + kPT - 1) / kPT;
+        const int64_t ct = static_cast<int64_t>(pt) * G;
+        if (r < ct) {
+          const int u = static_cast<int>((r + pt - 1) / pt);  // first unit starting at or after r
+          it = (d0 + t) * G + u;                              // u == G: the next tile's first item
+          break;
+        }
+        r -= ct;
+      }
+      break;
+    }
+  }
+  item = __shfl_sync(0xffffffffu, it, L);
+  e_lb = __shfl_sync(0xffffffffu, eb, L);
+}
+
+// Warp `warp`'s range [i0, i1) with the grid's warps sharing the total passes evenly (warp w: the
+// items starting in [C·w / W, C·(w+1) / W)), and a lower bound e0 of i0's expert.
+template <int kPT>
+__device__ __forceinline__ void cost_range(const Args& p, int warps_per_cta, int warp, int lane,
+                                           int& i0, int& i1, int& e0) {
+  const int per = (p.num_experts + 31) / 32;
+  int64_t local = 0;
+  for (int j = 0; j < per; ++j) {
+    const int e = lane * per + j;
+    if (e < p.num_experts) {
+      int n, tiles;
+      local += static_cast<int64_t>(expert_passes<kPT>(p, e, n, tiles)) * p.groups;
+    }
+  }
+  int64_t incl = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int64_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  const int64_t total = __shfl_sync(0xffffffffu, incl, 31), excl = incl - local;
+  const int64_t W = static_cast<int64_t>(gridDim.x) * warps_per_cta;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * warps_per_cta + warp;
+  int e_end;
+  item_at_cost<kPT>(p, total * w / W, total, per, lane, excl, incl, i0, e0);
+  item_at_cost<kPT>(p, total * (w + 1) / W, total, per, lane, excl, incl, i1, e_end);
+}
 
 // A stage slot of items of kMT m-tiles: weights (kMT · 2 KB), scales (kMT · 128 B), B (not with
 // kGB).
@@ -373,16 +466,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) experts_mma_xb_kernel(co
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   constexpr bool kQ = (kF & kQuick) != 0;
+  constexpr bool kC = (kF & kCost) != 0;
+  static_assert(!(kQ && kC), "kQuick and kCost choose the warp ranges differently");
   int i0, i1, e0 = 0;
   if constexpr (kQ)
     emmx::warp_start(p, kWarps, warp, lane, i0, i1, e0);
+  else if constexpr (kC)
+    cost_range<kPT>(p, kWarps, warp, lane, i0, i1, e0);
   else
     emma3::warp_range(p, kWarps, warp, i0, i1);
   if (i0 >= i1) {  // warp-uniform; nothing below synchronises more than the warp
     pdl::wait();
     return;
   }
-  if constexpr (!kQ) e0 = emma3::first_expert(p, i0 / p.groups);
+  if constexpr (!kQ && !kC) e0 = emma3::first_expert(p, i0 / p.groups);
   RingB r;
   uint8_t* mine = smem + warp * kStages * G::kStageBytes;
   r.w_base = emma::smem_u32(mine);                                        // [kStages][kWStage]
