@@ -32,8 +32,7 @@ __device__ __forceinline__ int split_row(const float* __restrict__ xr, int K, ui
   constexpr int kB = xplanes::kBatch;
   for (int k0 = threadIdx.x; k0 < K; k0 += 256 * kB) {
     float v[kB];
-#pragma unroll
-    for (int j = 0; j < kB; ++j) v[j] = k0 + 256 * j < K ? xr[k0 + 256 * j] : 0.f;
+    xplanes::load_batch(xr, K, k0, v);
 #pragma unroll
     for (int j = 0; j < kB; ++j) {
       const int k = k0 + 256 * j;

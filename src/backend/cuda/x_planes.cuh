@@ -39,13 +39,21 @@ __device__ __forceinline__ float from16(uint16_t h) {
 // count is not known, so the compiler kept the loads one by one). The maximum does not depend
 // on the order: the same c.
 constexpr int kBatch = 8;
+
+// This thread's elements k0 + 256·j (j < kBatch) of row xr, 0 past K, all loads issued together
+// (row_exponent256 and skinny's split_row).
+__device__ __forceinline__ void load_batch(const float* __restrict__ xr, int K, int k0,
+                                           float (&v)[kBatch]) {
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) v[j] = k0 + 256 * j < K ? xr[k0 + 256 * j] : 0.f;
+}
+
 __device__ __forceinline__ int row_exponent256(const float* __restrict__ xr, int K, float* red) {
   float m = 0.f;
   int bad = 0;
   for (int k0 = threadIdx.x; k0 < K; k0 += 256 * kBatch) {
     float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) v[j] = k0 + 256 * j < K ? xr[k0 + 256 * j] : 0.f;
+    load_batch(xr, K, k0, v);
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const float a = fabsf(v[j]);
