@@ -24,7 +24,8 @@
 //    experts_mma_pick_xb / experts_mma_pick_s12 (auto, x1..x3), and in the batch-invariance
 //    configs; experts_mma's zero_bad_ids writes the bad-id slot's rows as +0 and nothing else
 //    differs;
-//  - session 15: variant 33 (pass-balanced warp ranges) and mode x0 in the session-12 checks;
+//  - session 15: variant 33 (pass-balanced warp ranges) and mode x0 in the session-12 checks,
+//    and variant 33 memcmp-equal to v3 at 96 / 192 / 256 tokens (up to 1,536 slots);
 //  - session 13: the batch-1..8 variants (24..32) memcmp-equal to v3 at V4 shapes and small
 //    layouts (1..8 tokens, both groupings, a token taking one expert twice, bad ids), also as
 //    picked by experts_mma_pick_s12 modes 5..9 ("x5".."x9"; auto's pick above 8 slots except modes
@@ -864,6 +865,40 @@ TEST_F(CudaExpertsMma, CrowdedExpertsWideRowMagnitudesAndUnalignedX) {
   std::vector<float> xd = randn(B * k, I, 0.3f);
   for (int64_t i = 0; i < I; ++i) xd[7 * I + i] *= 1e-30f;
   check("down crowded", down, xd, 1, ids, E, 0);
+}
+
+// Session 15: the default mode runs variant 33 (pass-balanced warp ranges) on decode steps of up
+// to kExpertsMmaDecodeMaxSlots slots: at V4 shapes for 96, 192 and 256 tokens (576 … 1,536 slots,
+// expert 5 in every token: tiles of 8 tokens, 4 passes each), both projections, on 8-row tiles,
+// equal to v3 on every element (memcmp), as auto picks it, with a bad id left unwritten.
+TEST_F(CudaExpertsMma, PassBalancedRangesAtLargeDecodeBatches) {
+  const VariantShape sh{256, 6, 4096, 4096, 4096, 2048, {96, 192, 256}};
+  Set gate_up, down;
+  make_variant_sets(sh, gate_up, down);
+  if (HasFatalFailure()) return;
+  int64_t compared = 0;
+  for (int64_t B : sh.batches) {
+    std::vector<int32_t> ids = route(B, sh.k, sh.E, true);
+    ids[(B * sh.k) / 2 + 1] = static_cast<int32_t>(sh.E + 2);  // one bad id
+    for (int proj = 0; proj < 2; ++proj) {
+      const Set& st = proj == 0 ? gate_up : down;
+      SCOPED_TRACE(std::string(proj == 0 ? "gate_up" : "down") + " B=" + std::to_string(B) +
+                   ", seed " + std::to_string(seed_));
+      Projection pj;
+      prepare_projection(proj, st, ids, B, sh.k, sh.E, pj);
+      if (HasFatalFailure()) return;
+      const int picked = kernels::experts_mma_pick_s12(pj.slots, st.K, 0);
+      EXPECT_EQ(picked, pj.slots <= kernels::kExpertsMmaDecodeMaxSlots ? kernels::kExpertsMmaXB32C
+                                                                       : kernels::kExpertsMmaV1);
+      expect_v3_bits(pj.v3,
+                     run(true, st, pj.xp, pj.x_rows, pj.x_div, pj.slots, sh.E, pj.gr.p8,
+                         kernels::kExpertsMmaXB32C, kernels::kExpertsMmaTileRows),
+                     st.N, "variant 33");
+      expect_v3_skips_bad_ids(pj.v3, ids, st.N, sh.E);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6);
 }
 
 // --batch-invariant (session 7): a probe token's slot outputs of each projection are the same

@@ -1230,14 +1230,14 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
                                     t->gate_up.s.size() > 0, t->gate_up.bc) &&
       kernels::experts_tc_supported(t->down.fmt, x.data<float>(), slots, E_all, t->down.K,
                                     t->down.s.size() > 0, t->down.bc);
-  // Session 15: decode batches of up to 4 slots per expert (≤ kExpertsMmaDecodeMaxSlots; V4: 1024,
-  // batch 170) on the decode kernels below (128 before, and with DEEPINFER_EXPERTS_KERNEL=x0): the
+  // Session 15: decode batches of up to 8 slots per expert (≤ kExpertsMmaDecodeMaxSlots; V4: 2048,
+  // batch 341 — max_num_seqs is 256) on the decode kernels below (128 before, and with DEEPINFER_EXPERTS_KERNEL=x0): the
   // prefill grouped GEMM took V4's batch 22+ (H200: batch 32 19.3 vs 5.9 ms per step).
   static const bool x0 = env().experts_kernel == "x0";
   const int64_t decode_max_slots =
       x0 ? 128
          : std::max<int64_t>(128, std::min<int64_t>(kernels::kExpertsMmaDecodeMaxSlots,
-                                                    4 * experts.num_experts()));
+                                                    8 * experts.num_experts()));
   if (!tc_experts && !st_->batch_invariant && slots > decode_max_slots)
     return moe_experts_host_grouped(x, ids, weights, experts, swiglu_limit, out, set);
   // Decode-sized batches: the per-slot weight-only kernel (two weight rows per warp, each x chunk

@@ -161,11 +161,11 @@ int experts_mma_pick_xb(int64_t slots, int xb);
 //    there before); mode 10 ("x0") is the session 12-14 auto (15 from 9 to 128, 1 above).
 int experts_mma_pick_s12(int64_t slots, int64_t K, int mode);
 
-// Session 15: the default mode's decode routed experts run here up to this many slots and 4 slots
+// Session 15: the default mode's decode routed experts run here up to this many slots and 8 slots
 // per expert (was 128: from batch 22 on the prefill grouped GEMM moe_tc took V4's decode step,
-// H200 bench_model batch 21 4.40 vs 22 14.90 ms per step, moe_tc 85 % of a batch-32 step); above
-// it moe_tc (prefill).
-constexpr int64_t kExpertsMmaDecodeMaxSlots = 1024;
+// H200 bench_model batch 21 4.40 vs 22 14.90 ms per step, moe_tc 85 % of a batch-32 step; at
+// batch 192 / 256 24.9 / 28.2 vs 43.4 / 42.6 ms with moe_tc); above it moe_tc (prefill).
+constexpr int64_t kExpertsMmaDecodeMaxSlots = 2048;
 
 // moe_group tile rows that give variants 2 and 3 one work unit per pass of 8 tokens (the
 // better balance when experts have many tokens); the bits do not depend on the tiling.
