@@ -66,19 +66,11 @@ TEST_P(V4Fed, FedStepsEqualHostTokensBitwise) {
   std::uniform_int_distribution<int> len(2, 12);
 
   const int S = 5;
-  std::vector<std::unique_ptr<SequenceState>> sh, sf;
-  std::vector<std::vector<int32_t>> prompts(S);
-  std::vector<SequenceInput> ph, pf;
-  for (int b = 0; b < S; ++b) {
-    prompts[b].resize(len(gen));
-    for (int32_t& t : prompts[b]) t = tok(gen);
-    sh.push_back(host.model->new_sequence_state());
-    sf.push_back(fed.model->new_sequence_state());
-    ph.push_back({prompts[b], sh.back().get(), false});
-    pf.push_back({prompts[b], sf.back().get(), false});
-  }
-  ASSERT_TRUE(host.model->forward(ph).ok());
-  ASSERT_TRUE(fed.model->forward(pf).ok());
+  fixtures::PairedPrefill pp = fixtures::paired_prefill(
+      *host.model, *fed.model, S, [&] { return len(gen); }, [&] { return tok(gen); });
+  std::vector<std::unique_ptr<SequenceState>>&sh = pp.states[0], &sf = pp.states[1];
+  ASSERT_TRUE(host.model->forward(pp.inputs[0]).ok());
+  ASSERT_TRUE(fed.model->forward(pp.inputs[1]).ok());
 
   // Rounds: 0–3 every sequence fed (decode: graphs on CUDA, the first round captures); 4–5 odd
   // sequences fed, even ones on the host; 6–7 a new sequence's 4-token prefill chunk in the batch.

@@ -72,19 +72,11 @@ TEST_P(V4Graphs, ReplayedDecodeEqualsEagerBitwise) {
   for (size_t round = 0; round < sizes.size(); ++round) {
     const int S = sizes[round];
     const int steps = round < 4 ? 5 : 3;
-    std::vector<std::unique_ptr<SequenceState>> sg, se;
-    std::vector<std::vector<int32_t>> prompts(S);
-    std::vector<SequenceInput> in_g, in_e;
-    for (int b = 0; b < S; ++b) {
-      prompts[b].resize(len(gen));
-      for (int32_t& t : prompts[b]) t = tok(gen);
-      sg.push_back(g.model->new_sequence_state());
-      se.push_back(e.model->new_sequence_state());
-      in_g.push_back({std::span<const int32_t>(prompts[b]), sg.back().get(), false});
-      in_e.push_back({std::span<const int32_t>(prompts[b]), se.back().get(), false});
-    }
-    auto pg = g.model->forward(in_g);
-    auto pe = e.model->forward(in_e);
+    fixtures::PairedPrefill pp = fixtures::paired_prefill(
+        *g.model, *e.model, S, [&] { return len(gen); }, [&] { return tok(gen); });
+    std::vector<std::unique_ptr<SequenceState>>&sg = pp.states[0], &se = pp.states[1];
+    auto pg = g.model->forward(pp.inputs[0]);
+    auto pe = e.model->forward(pp.inputs[1]);
     ASSERT_TRUE(pg.ok() && pe.ok()) << pg.status().to_string() << " / " << pe.status().to_string();
     std::vector<int32_t> next(S);
     for (int step = 0; step < steps; ++step) {
@@ -129,17 +121,10 @@ TEST_P(V4Graphs, SideQueueEqualsOneQueueBitwise) {
     std::mt19937 gen(seed);
     std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
     for (int S : {1, 3, 16}) {
-      std::vector<std::unique_ptr<SequenceState>> s2, s1;
-      std::vector<std::vector<int32_t>> prompts(S);
-      std::vector<SequenceInput> in2, in1;
-      for (int b = 0; b < S; ++b) {
-        prompts[b].resize(2 + gen() % 12);
-        for (int32_t& t : prompts[b]) t = tok(gen);
-        s2.push_back(two.model->new_sequence_state());
-        s1.push_back(one.model->new_sequence_state());
-        in2.push_back({std::span<const int32_t>(prompts[b]), s2.back().get(), false});
-        in1.push_back({std::span<const int32_t>(prompts[b]), s1.back().get(), false});
-      }
+      fixtures::PairedPrefill pp = fixtures::paired_prefill(
+          *two.model, *one.model, S, [&] { return 2 + gen() % 12; }, [&] { return tok(gen); });
+      std::vector<std::vector<int32_t>>& prompts = pp.prompts;
+      std::vector<SequenceInput>&in2 = pp.inputs[0], &in1 = pp.inputs[1];
       for (int step = 0; step < 4; ++step) {
         auto l2 = two.model->forward(in2);
         auto l1 = one.model->forward(in1);

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,31 @@ inline LoadedModel load_fixture(const std::string& device, const std::string& di
   EXPECT_TRUE(m.ok()) << dir << ": " << m.status().to_string();
   if (m.ok()) s.model = std::move(m).value();
   return s;
+}
+
+// S prompts of random token ids (per prompt: its length from length(), then its ids from token(),
+// in that order) and, for each of two models, a fresh state per prompt and the prefill inputs
+// over the prompts (spans into `prompts`: keep the struct alive, do not resize it under them).
+struct PairedPrefill {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<SequenceState>> states[2];
+  std::vector<SequenceInput> inputs[2];
+};
+template <class Length, class Token>
+PairedPrefill paired_prefill(Model& a, Model& b, int S, Length length, Token token) {
+  PairedPrefill p;
+  p.prompts.resize(S);
+  Model* models[2] = {&a, &b};
+  for (int i = 0; i < S; ++i) {
+    p.prompts[i].resize(length());
+    for (int32_t& t : p.prompts[i]) t = token();
+    for (int m = 0; m < 2; ++m) {
+      p.states[m].push_back(models[m]->new_sequence_state());
+      p.inputs[m].push_back(
+          {std::span<const int32_t>(p.prompts[i]), p.states[m].back().get(), false});
+    }
+  }
+  return p;
 }
 
 }  // namespace deepinfer::model::fixtures
