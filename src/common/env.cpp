@@ -162,6 +162,20 @@ Env Env::from_process() {
     else
       log_warning("DEEPINFER_HEAD_BLAS='" + *v + "' is not 0, 1 or 2; using 1");
   }
+  if (auto v = get("DEEPINFER_HEAD_BLAS_MAX_ROWS")) {
+    const int n = std::atoi(v->c_str());
+    if (n >= 16 && n <= 64 && std::to_string(n) == *v)
+      e.head_blas_max_rows = n;
+    else
+      log_warning("DEEPINFER_HEAD_BLAS_MAX_ROWS='" + *v + "' is not 16..64; using 64");
+  }
+  if (auto v = get("DEEPINFER_DENSE_WG")) {
+    const int n = std::atoi(v->c_str());
+    if (n >= 0 && n <= 64 && std::to_string(n) == *v)
+      e.dense_wg = n;
+    else
+      log_warning("DEEPINFER_DENSE_WG='" + *v + "' is not 0..64; using 17");
+  }
   if (auto v = get("DEEPINFER_SPIN_WAIT")) {
     if (*v == "0" || *v == "1" || *v == "2")
       e.spin_wait = (*v)[0] - '0';

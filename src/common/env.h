@@ -119,10 +119,20 @@ struct Env {
   //   part as its own kernel.
   bool decode_fusion = true;
   // DEEPINFER_HEAD_BLAS: 1 (default) | 0 | 2 — the default mode's BF16 weights of >= 64 MiB (the
-  //   LM head) at 9..16 rows (1) or 2..16 rows (2) through cuBLAS on x's three bf16 terms
-  //   (cuda/head_blas.h) instead of the tensor-core kernels (0); fp32-accurate either way.
+  //   LM head) at 9..max rows (1) or 2..max rows (2; max = DEEPINFER_HEAD_BLAS_MAX_ROWS below)
+  //   through cuBLAS on x's three bf16 terms (cuda/head_blas.h) instead of the tensor-core
+  //   kernels (0); fp32-accurate either way.
   //   Session 12, H200: batch-16 step 3.52 vs 3.73 ms (the head 258 vs ~400 us); batch 8 equal.
   int head_blas = 1;
+  // DEEPINFER_HEAD_BLAS_MAX_ROWS: 16..64 (default 64) — the largest M that path takes (session 16:
+  //   at 17..64 rows the head otherwise runs on linear_tc_small, ~1 TB/s).
+  int head_blas_max_rows = 64;
+  // DEEPINFER_DENSE_WG: 0 | 1..64 (default 17) — the default mode's e4m3 products (ue8m0 block
+  //   scales) from this many rows up to 64 on skinny_wg (cuda/skinny_wg.h: wgmma, the weight rows
+  //   in registers, x's three bf16 planes streamed through shared memory); 0 = off (session 15's
+  //   kernels: linear_tc_small at 17..64). Session 16, H200: batch 32 4.94 → 4.46 ms, batch 24
+  //   4.25 → 3.80; at 9..16 rows no faster than linear_tc_wa (3.02 either way at batch 16).
+  int dense_wg = 17;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
   //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
   //   0 runs the separate reduce launch.

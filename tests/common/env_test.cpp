@@ -98,6 +98,27 @@ TEST_F(EnvTest, KernelSelectorsAndSessionThirteenSwitches) {
     unsetenv(v);
 }
 
+// Session 16: DEEPINFER_DENSE_WG (skinny_wg's first row count) and the head's cuBLAS row limit
+// parse their documented ranges and keep the default (warned) otherwise.
+TEST_F(EnvTest, SessionSixteenSwitches) {
+  const char* names[] = {"DEEPINFER_DENSE_WG", "DEEPINFER_HEAD_BLAS_MAX_ROWS"};
+  for (const char* v : names) unsetenv(v);
+  Env e = Env::from_process();
+  EXPECT_EQ(e.dense_wg, 17);
+  EXPECT_EQ(e.head_blas_max_rows, 64);
+  setenv("DEEPINFER_DENSE_WG", "0", 1);
+  setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "16", 1);
+  e = Env::from_process();
+  EXPECT_EQ(e.dense_wg, 0);
+  EXPECT_EQ(e.head_blas_max_rows, 16);
+  setenv("DEEPINFER_DENSE_WG", "65", 1);
+  setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "15", 1);
+  e = Env::from_process();
+  EXPECT_EQ(e.dense_wg, 17);
+  EXPECT_EQ(e.head_blas_max_rows, 64);
+  for (const char* v : names) unsetenv(v);
+}
+
 TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0
   unsetenv("DEEPINFER_SIDE_STREAM");
   EXPECT_TRUE(Env::from_process().side_stream);

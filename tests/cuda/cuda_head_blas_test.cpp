@@ -1,14 +1,16 @@
 // Session 12: the BF16 head through cuBLAS on x's three bf16 terms (head_blas.h). Fresh random
 // inputs (seed printed):
-//  - head_blas_linear at M = 2, 9, 16 (rows of very different magnitudes) within the fp32
+//  - head_blas_linear at M = 2, 9, 16, 33, 64 (rows of very different magnitudes) within the fp32
 //    summation bound of a double reference, (K + 8)·2^-24·Σ|x·w| per element (one bf16 term
 //    instead of three would miss it by ~2^8), on every row and 97 sampled columns, N odd-sized
 //    (the scalar tail of the plane sum) and N % 4 == 0;
 //  - two calls bitwise equal;
 //  - CudaBackend::linear with DEEPINFER_HEAD_BLAS=2 (set before the environment is first read)
-//    returns the direct call's bits at M = 9, and leaves M = 1 to the other kernels (still within
+//    returns the direct call's bits at M = 9 and 40 (session 16: up to 64 rows by default), and
+//    leaves M = 1 to the other kernels (still within
 //    the bound);
-//  - head_blas_takes refuses M = 1 (min 2) and 17, weights under 64 MiB, K % 4 != 0, misaligned x.
+//  - head_blas_takes refuses M = 1 (min 2), 65, 17 under max_rows 16, weights under 64 MiB, K % 4
+//  != 0, misaligned x.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,10 +46,12 @@ float from_bf16(uint16_t b) {
   return f;
 }
 
+constexpr int64_t kRows = 64;
+
 struct Case {
   int64_t N, K;
   std::vector<uint16_t> w;
-  std::vector<float> x;  // [16, K]
+  std::vector<float> x;  // [kRows, K]
   DeviceBuffer dw, dx;
 };
 
@@ -69,12 +73,12 @@ class CudaHeadBlas : public ::testing::Test {
     Case c{N,
            K,
            std::vector<uint16_t>(static_cast<size_t>(N * K)),
-           std::vector<float>(static_cast<size_t>(16 * K)),
+           std::vector<float>(static_cast<size_t>(kRows * K)),
            {},
            {}};
     std::normal_distribution<float> nd(0.f, 1.f);
     for (auto& v : c.w) v = to_bf16(0.05f * nd(rng_));
-    for (int64_t m = 0; m < 16; ++m) {
+    for (int64_t m = 0; m < kRows; ++m) {
       const float sc = m % 5 == 3 ? 1e-6f : m % 5 == 4 ? 3e4f : 1.f;
       for (int64_t k = 0; k < K; ++k) c.x[m * K + k] = sc * nd(rng_);
     }
@@ -126,7 +130,7 @@ class CudaHeadBlas : public ::testing::Test {
 TEST_F(CudaHeadBlas, WithinTheBoundAndDeterministic) {
   for (int64_t N : {int64_t{8195}, int64_t{8196}}) {  // ≥ 64 MiB at K = 4096; odd and % 4 == 0
     Case c = make(N, 4096);
-    for (int64_t M : {2, 9, 16}) {
+    for (int64_t M : {2, 9, 16, 33, 64}) {
       const std::vector<float> a = run(c, M), b = run(c, M);
       EXPECT_LE(worst(c, M, a), 1.0) << "N=" << N << " M=" << M << " seed " << seed_;
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
@@ -142,7 +146,7 @@ TEST_F(CudaHeadBlas, BackendDispatch) {
   auto& be = *made.value();
   backend::Weight w =
       backend::Weight::of(backend::Tensor::borrow(c.dw.data(), DType::kBF16, {c.N, c.K}));
-  for (int64_t M : {9, 1}) {
+  for (int64_t M : {9, 40, 1}) {
     backend::Tensor x = backend::Tensor::borrow(c.dx.data(), DType::kF32, {M, c.K});
     auto out = be.empty(DType::kF32, {M, c.N});
     ASSERT_TRUE(out.ok());
@@ -153,10 +157,10 @@ TEST_F(CudaHeadBlas, BackendDispatch) {
     ASSERT_EQ(cudaMemcpy(got.data(), out.value().raw(), got.size() * 4, cudaMemcpyDeviceToHost),
               cudaSuccess);
     EXPECT_LE(worst(c, M, got), 1.0) << "backend M=" << M << " seed " << seed_;
-    if (M == 9) {
+    if (M > 1) {
       const std::vector<float> direct = run(c, M);
       EXPECT_EQ(std::memcmp(got.data(), direct.data(), got.size() * 4), 0)
-          << "the backend's linear at M = 9 is not the head_blas path";
+          << "the backend's linear at M = " << M << " is not the head_blas path";
     }
   }
 }
@@ -168,7 +172,10 @@ TEST(CudaHeadBlasTakes, Refusals) {
   EXPECT_TRUE(kernels::head_blas_takes(9, 16, 129280, 4096, x, w));
   EXPECT_FALSE(kernels::head_blas_takes(9, 8, 129280, 4096, x, w));  // under min_rows
   EXPECT_FALSE(kernels::head_blas_takes(2, 1, 129280, 4096, x, w));
-  EXPECT_FALSE(kernels::head_blas_takes(2, 17, 129280, 4096, x, w));
+  EXPECT_TRUE(kernels::head_blas_takes(2, 17, 129280, 4096, x, w));
+  EXPECT_TRUE(kernels::head_blas_takes(2, 64, 129280, 4096, x, w));
+  EXPECT_FALSE(kernels::head_blas_takes(2, 65, 129280, 4096, x, w));
+  EXPECT_FALSE(kernels::head_blas_takes(2, 17, 129280, 4096, x, w, 16));  // over max_rows
   EXPECT_FALSE(kernels::head_blas_takes(2, 4, 4096, 4096, x, w));        // 32 MiB
   EXPECT_FALSE(kernels::head_blas_takes(2, 4, 129280, 4094, x, w));      // K % 4
   EXPECT_FALSE(kernels::head_blas_takes(2, 4, 129280, 4096, x + 1, w));  // x misaligned

@@ -32,11 +32,12 @@
 namespace deepinfer::cuda {
 namespace {
 
-// The default mode's head at 9..16 rows goes to cuBLAS by default (DEEPINFER_HEAD_BLAS, its own
+// The default mode's head at 9..64 rows goes to cuBLAS by default (DEEPINFER_HEAD_BLAS, its own
 // bits); off before the environment is first read, since BackendLinearKeepsLinearTcBits checks
 // the tensor-core branch's bits there.
 const bool kHeadBlasOff = [] {
   setenv("DEEPINFER_HEAD_BLAS", "0", 1);
+  setenv("DEEPINFER_DENSE_WG", "0", 1);  // session 16: e4m3 at 17..64 rows on skinny_wg otherwise
   return true;
 }();
 

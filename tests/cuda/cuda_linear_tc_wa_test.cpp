@@ -37,12 +37,13 @@ namespace deepinfer::cuda {
 namespace {
 
 // CudaBackend::linear reads DEEPINFER_SMALL_LINEAR once (env()); select the weight-as-A kernel
-// before anything reads it, unless the caller chose a value. The default mode's head at 9..16
+// before anything reads it, unless the caller chose a value. The default mode's head at 9..64
 // rows goes to cuBLAS by default (DEEPINFER_HEAD_BLAS, its own bits): off here, where the
 // tensor-core branch's bits are checked.
 const bool kSelectW = [] {
   setenv("DEEPINFER_SMALL_LINEAR", "w", 0);
   setenv("DEEPINFER_HEAD_BLAS", "0", 1);
+  setenv("DEEPINFER_DENSE_WG", "0", 1);  // session 16: e4m3 at 17..64 rows on skinny_wg otherwise
   return true;
 }();
 

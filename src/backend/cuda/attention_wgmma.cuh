@@ -1,13 +1,13 @@
 // Warpgroup-MMA (wgmma, sm_90a) helpers of the split-key attention variants x3 / x4
-// (attention_x4.cu, whose header documents the layouts): operand descriptors of 128-byte-swizzled
-// shared-memory tiles (start >> 4, LBO >> 4 at bit 16, SBO >> 4 at bit 32, 128-byte swizzle = 1
-// at bit 62; an atom is rows of 64 fp16 = 128 bytes, 16-byte chunk c of row r stored at c ^ (r & 7)),
-// the wgmma shapes they use, fences and waits. C++17, device code only.
+// (attention_x4.cu, whose header documents the layouts): the wgmma shapes they use; the
+// descriptors, fences and waits come from wgmma_common.cuh (an atom is rows of 64 fp16 = 128
+// bytes). C++17, device code only.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/cuda/attention_fd_common.cuh"
+#include "backend/cuda/wgmma_common.cuh"
 
 namespace deepinfer::cuda::kernels {
 namespace {
@@ -17,30 +17,12 @@ constexpr int kQAtom = kH * 128;              // 8192: 64 heads × 64 channels
 constexpr int kKPlane = kNc * kD * 2;         // 16384: one fp16 plane of a K = V tile
 constexpr int kKAtom = kNc * 128;             // 2048: 16 keys × 64 channels
 
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t{1} << 62) | (static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32) |
-         (static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16) |
-         static_cast<uint64_t>((addr >> 4) & 0x3fff);
-}
-__device__ __forceinline__ void wg_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// Pins registers after a wgmma wait (their reads may not move above it) or before a wgmma.
-template <int N>
-__device__ __forceinline__ void reg_fence(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
+using wgmma::fence_proxy_async;
+using wgmma::reg_fence;
+using wgmma::wg_commit;
+using wgmma::wg_desc;
+using wgmma::wg_fence;
+using wgmma::wg_wait;
 
 // d += A·B, m64n16k16, A and B K-major in shared memory.
 __device__ __forceinline__ void wgmma_s(float (&d)[8], uint64_t a, uint64_t b) {

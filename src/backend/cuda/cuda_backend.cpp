@@ -22,6 +22,7 @@
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/skinny_mma.h"
+#include "backend/cuda/skinny_wg.h"
 #include "backend/op_checks.h"
 #include "backend/sample_checks.h"
 #include "common/env.h"
@@ -628,12 +629,31 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
   // x's exact bf16 terms (the weight read once for the 3M term rows), default mode only.
   if (static const int head_blas = env().head_blas;
       head_blas > 0 && !st_->batch_invariant && fmt == 0 && groups == 1 &&
-      kernels::head_blas_takes(head_blas == 1 ? 9 : 2, M, GN, K, x.raw(), w.w.raw())) {
+      kernels::head_blas_takes(head_blas == 1 ? 9 : 2, M, GN, K, x.raw(), w.w.raw(),
+                               env().head_blas_max_rows)) {
     const auto ws_bytes = static_cast<int64_t>(kernels::head_blas_workspace_bytes(M, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor hws, empty(DType::kU8, {ws_bytes}));
     DI_RETURN_IF_ERROR(kernels::head_blas_linear(st_->blas.get(), x.data<float>(), w.w.raw(), M, GN,
                                                  K, hws.raw(), out.data<float>(), stream()));
     return launched(op);
+  }
+  // Session 16 (DEEPINFER_DENSE_WG, skinny_wg.h): e4m3 products with ue8m0 scales at
+  // dense_wg..64 rows (default 17) on wgmma — x split once into bf16 planes laid out as the
+  // shared-memory image, the weight rows in registers; plain and grouped (wo_a). Its own bits,
+  // independent of M. Refusals fall through.
+  if (static const int wg_min = env().dense_wg;
+      wg_min > 0 && !st_->batch_invariant && fmt == 1 && !scale_f32 && M >= wg_min &&
+      M <= kernels::kSkinnyWgMaxRows &&
+      kernels::skinny_wg_supported(w.w.raw(), groups, GN / groups, K, scale_f32, w.block_rows,
+                                   w.block_cols)) {
+    const auto wsb =
+        static_cast<int64_t>(kernels::skinny_wg_workspace_bytes(M, groups, GN / groups, K));
+    DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {wsb}));
+    static const bool pdl_wg = env().gemv_pdl;
+    if (kernels::skinny_wg_linear(x.data<float>(), w.w.raw(), w.scale.raw(), M, groups, GN / groups,
+                                  K, w.block_rows, out.data<float>(), wws.raw(), stream(), pdl_wg))
+      return launched(op);
+    DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
   }
   // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3, skinny_mma.h): M <= 16 rows against e4m3
   // (128-column block scales) or bf16 weights on tensor cores — the weight rows as the MMA's A

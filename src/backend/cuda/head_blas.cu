@@ -41,9 +41,10 @@ __global__ void plane_sum_kernel(const float* __restrict__ p, int64_t M, int64_t
 }  // namespace
 
 bool head_blas_takes(int64_t min_rows, int64_t M, int64_t N, int64_t K, const void* x,
-                     const void* w) {
-  return M >= min_rows && M >= 1 && M <= kHeadBlasMaxRows && N >= 1 && K >= 4 && K % 4 == 0 &&
-         N * K * 2 >= (int64_t{64} << 20) && N <= (int64_t{1} << 30) && K <= (int64_t{1} << 20) &&
+                     const void* w, int64_t max_rows) {
+  return M >= min_rows && M >= 1 && M <= kHeadBlasMaxRows && M <= max_rows && N >= 1 && K >= 4 &&
+         K % 4 == 0 && N * K * 2 >= (int64_t{64} << 20) && N <= (int64_t{1} << 30) &&
+         K <= (int64_t{1} << 20) &&
          (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
 }
 

@@ -17,12 +17,14 @@
 
 namespace deepinfer::cuda::kernels {
 
-constexpr int64_t kHeadBlasMaxRows = 16;
+// Session 16: up to 64 rows (was 16): at 17..64 the head otherwise ran on linear_tc_small at
+// ~1 TB/s (CudaBackend takes env().head_blas_max_rows, default 64).
+constexpr int64_t kHeadBlasMaxRows = 64;
 
-// Whether the path takes a bf16 weight [N, K] at M rows: `min_rows` ≤ M ≤ kHeadBlasMaxRows, the
-// weight at least 64 MiB, K % 4 == 0, x and w 16-byte aligned.
+// Whether the path takes a bf16 weight [N, K] at M rows: `min_rows` ≤ M ≤ min(max_rows,
+// kHeadBlasMaxRows), the weight at least 64 MiB, K % 4 == 0, x and w 16-byte aligned.
 bool head_blas_takes(int64_t min_rows, int64_t M, int64_t N, int64_t K, const void* x,
-                     const void* w);
+                     const void* w, int64_t max_rows = kHeadBlasMaxRows);
 
 // Workspace bytes of a call at M rows.
 size_t head_blas_workspace_bytes(int64_t M, int64_t N, int64_t K);
