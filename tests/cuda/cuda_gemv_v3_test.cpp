@@ -43,17 +43,8 @@ using backend::Tensor;
 
 using testing::HostW;
 
-class CudaGemvV3 : public ::testing::Test {
+class CudaGemvV3 : public testing::SeededGpuTest {
  protected:
-  void SetUp() override {
-    seed_ = std::random_device{}();
-    rng_.seed(seed_);
-    mix_ = seed_;
-    std::printf("seed %u\n", seed_);
-    auto b = CudaBackend::create();
-    ASSERT_TRUE(b.ok()) << b.status().to_string();
-    gpu_ = std::move(b).value();
-  }
   HostW make(int fmt, int64_t N, int64_t K) { return testing::make_host_weight(fmt, N, K, mix_, rng_); }
   void upload(HostW& h) { testing::upload_host_weight(h); }
   std::vector<float> randn(int64_t n, float scale = 1.f) {
@@ -127,10 +118,6 @@ class CudaGemvV3 : public ::testing::Test {
   static bool same(const std::vector<float>& a, const std::vector<float>& b, size_t n) {
     return a.size() >= n && b.size() >= n && std::memcmp(a.data(), b.data(), n * 4) == 0;
   }
-  uint32_t seed_ = 0;
-  uint64_t mix_ = 0;
-  std::mt19937 rng_;
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 struct Shape3 {

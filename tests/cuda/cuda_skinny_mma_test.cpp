@@ -61,35 +61,13 @@ kernels::SkinnyOptions variant(int v) {
   return o;
 }
 
-class CudaSkinnyMma : public ::testing::Test {
+class CudaSkinnyMma : public testing::SeededGpuTest {
  protected:
-  void SetUp() override {
-    seed_ = std::random_device{}();
-    rng_.seed(seed_);
-    mix_ = seed_;
-    std::printf("seed %u\n", seed_);
-    auto b = CudaBackend::create();
-    ASSERT_TRUE(b.ok()) << b.status().to_string();
-    gpu_ = std::move(b).value();
-  }
   HostW make(int fmt, int64_t N, int64_t K) { return testing::make_host_weight(fmt, N, K, mix_, rng_); }
   static void upload(HostW& h) { testing::upload_host_weight(h); }
   // Normal entries with a few rows of other magnitudes (the per-row power-of-two factor).
-  std::vector<float> make_x(int64_t M, int64_t K) {
-    std::vector<float> v(static_cast<size_t>(M * K));
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (int64_t m = 0; m < M; ++m) {
-      const float sc = m % 5 == 3 ? 1e-6f : m % 5 == 4 ? 3e4f : 1.f;
-      for (int64_t k = 0; k < K; ++k) v[m * K + k] = sc * nd(rng_);
-    }
-    return v;
-  }
-  static DeviceBuffer dev(const std::vector<float>& v) {
-    DeviceBuffer b = std::move(DeviceBuffer::allocate(std::max<size_t>(v.size() * 4, 16))).value();
-    EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    return b;
-  }
+  std::vector<float> make_x(int64_t M, int64_t K) { return testing::mixed_rows(M, K, rng_); }
+  static DeviceBuffer dev(const std::vector<float>& v) { return testing::upload_floats(v); }
   static std::vector<float> host(const DeviceBuffer& b, int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
     EXPECT_EQ(cudaMemcpy(v.data(), b.data(), n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -180,11 +158,6 @@ class CudaSkinnyMma : public ::testing::Test {
     return r;
   }
   static bool same(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
-
-  uint32_t seed_ = 0;
-  uint64_t mix_ = 0;
-  std::mt19937 rng_;
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 struct Shape {

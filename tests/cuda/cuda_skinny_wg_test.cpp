@@ -41,32 +41,11 @@ using testing::HostW;
 
 constexpr int64_t kMaxM = 64;
 
-class CudaSkinnyWg : public ::testing::Test {
+class CudaSkinnyWg : public testing::SeededGpuTest {
  protected:
-  void SetUp() override {
-    seed_ = std::random_device{}();
-    rng_.seed(seed_);
-    mix_ = seed_;
-    std::printf("seed %u\n", seed_);
-    auto b = CudaBackend::create();
-    ASSERT_TRUE(b.ok()) << b.status().to_string();
-    gpu_ = std::move(b).value();
-  }
   // Normal entries; rows of other magnitudes (1e-6, 3e4) every few rows.
-  std::vector<float> make_x(int64_t M, int64_t K) {
-    std::vector<float> v(static_cast<size_t>(M * K));
-    std::normal_distribution<float> nd(0.f, 1.f);
-    for (int64_t m = 0; m < M; ++m) {
-      const float sc = m % 5 == 3 ? 1e-6f : m % 5 == 4 ? 3e4f : 1.f;
-      for (int64_t k = 0; k < K; ++k) v[m * K + k] = sc * nd(rng_);
-    }
-    return v;
-  }
-  static DeviceBuffer dev(const std::vector<float>& v) {
-    DeviceBuffer b = std::move(DeviceBuffer::allocate(std::max<size_t>(v.size() * 4, 16))).value();
-    EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    return b;
-  }
+  std::vector<float> make_x(int64_t M, int64_t K) { return testing::mixed_rows(M, K, rng_); }
+  static DeviceBuffer dev(const std::vector<float>& v) { return testing::upload_floats(v); }
   // out [M, G·N] by skinny_wg_linear (NaN-filled first); h holds G·N rows.
   std::vector<float> run(const HostW& h, int64_t G, const float* dx, int64_t M, bool pdl = true) {
     const int64_t N = h.N / G, R = M * h.N;
@@ -148,11 +127,6 @@ class CudaSkinnyWg : public ::testing::Test {
     EXPECT_TRUE(same(r5.data(), full.data() + 5 * h.N, h.N))
         << name << ": x row 5 alone differs; seed " << seed_;
   }
-
-  uint32_t seed_ = 0;
-  uint64_t mix_ = 0;
-  std::mt19937 rng_;
-  std::unique_ptr<CudaBackend> gpu_;
 };
 
 TEST_F(CudaSkinnyWg, MatchesDoubleAtV4ShapesRowIndependent) {

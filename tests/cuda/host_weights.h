@@ -1,16 +1,21 @@
 // Host-side stored weights for the dense decode product tests (cuda_gemv_v3_test,
-// cuda_skinny_mma_test): bf16 / e4m3 + ue8m0 / e4m3 + f32 128x128-scaled weights with their exact
-// dequantization, random contents from a splitmix64 stream, and their device copies.
+// cuda_skinny_mma_test, cuda_skinny_wg_test): bf16 / e4m3 + ue8m0 / e4m3 + f32 128x128-scaled
+// weights with their exact dequantization, random contents from a splitmix64 stream, and their
+// device copies; the fixture those tests share (a fresh printed seed, the random streams, a
+// CudaBackend) and their token rows.
 #pragma once
-
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <random>
-#include <vector>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/runtime.h"
 #include "common/dtypes.h"
 
@@ -20,9 +25,9 @@ namespace deepinfer::cuda::testing {
 struct HostW {
   int fmt = 1;
   int64_t N = 0, K = 0, br = 128, bc = 128;
-  std::vector<uint8_t> w;    // [N, K] stored bytes
-  std::vector<uint8_t> s8;   // ue8m0 scales
-  std::vector<float> s32;    // f32 scales
+  std::vector<uint8_t> w;   // [N, K] stored bytes
+  std::vector<uint8_t> s8;  // ue8m0 scales
+  std::vector<float> s32;   // f32 scales
   DeviceBuffer dw, ds;
   int kfmt() const { return fmt == 0 ? 0 : 1; }
   bool f32() const { return fmt == 4; }
@@ -35,7 +40,8 @@ struct HostW {
       return bf16_to_f32(h);
     }
     const int64_t si = (n / br) * scols() + k / bc;
-    return double(e4m3_to_f32(w[n * K + k])) * (fmt == 4 ? double(s32[si]) : double(ue8m0_to_f32(s8[si])));
+    return double(e4m3_to_f32(w[n * K + k])) *
+           (fmt == 4 ? double(s32[si]) : double(ue8m0_to_f32(s8[si])));
   }
   const void* scale() const { return fmt == 0 ? nullptr : ds.data(); }
 };
@@ -53,8 +59,10 @@ inline void upload_host_weight(HostW& h) {
   if (h.fmt != 0) {
     const size_t bytes = h.fmt == 4 ? h.s32.size() * 4 : h.s8.size();
     h.ds = std::move(DeviceBuffer::allocate(std::max<size_t>(bytes, 16))).value();
-    EXPECT_EQ(cudaMemcpy(h.ds.data(), h.fmt == 4 ? static_cast<const void*>(h.s32.data()) : h.s8.data(),
-                         bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(
+        cudaMemcpy(h.ds.data(), h.fmt == 4 ? static_cast<const void*>(h.s32.data()) : h.s8.data(),
+                   bytes, cudaMemcpyHostToDevice),
+        cudaSuccess);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -71,7 +79,8 @@ inline HostW make_host_weight(int fmt, int64_t N, int64_t K, uint64_t& mix, std:
     for (size_t i = 0; i + 8 <= h.w.size(); i += 8) {
       const uint64_t r = splitmix(mix);
       for (int j = 0; j < 4; ++j) {
-        const uint16_t v = static_cast<uint16_t>((0x3B80 + ((r >> (16 * j)) & 0x7FF)) ^ ((r >> (16 * j)) & 0x8000));
+        const uint16_t v = static_cast<uint16_t>((0x3B80 + ((r >> (16 * j)) & 0x7FF)) ^
+                                                 ((r >> (16 * j)) & 0x8000));
         std::memcpy(h.w.data() + i + 2 * j, &v, 2);
       }
     }
@@ -94,6 +103,45 @@ inline HostW make_host_weight(int fmt, int64_t N, int64_t K, uint64_t& mix, std:
   }
   upload_host_weight(h);
   return h;
+}
+
+// The dense product tests' fixture: a fresh seed (printed), rng_ and the splitmix state mix_
+// from it, and a CudaBackend.
+class SeededGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    mix_ = seed_;
+    std::printf("seed %u\n", seed_);
+    auto b = CudaBackend::create();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    gpu_ = std::move(b).value();
+  }
+  uint32_t seed_ = 0;
+  uint64_t mix_ = 0;
+  std::mt19937 rng_;
+  std::unique_ptr<CudaBackend> gpu_;
+};
+
+// M token rows of K normal entries, every 5th row from the 4th scaled by 1e-6 and from the 5th by
+// 3e4 (rows of other magnitudes: the per-row power-of-two factors of the x splits).
+inline std::vector<float> mixed_rows(int64_t M, int64_t K, std::mt19937& rng) {
+  std::vector<float> v(static_cast<size_t>(M * K));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t m = 0; m < M; ++m) {
+    const float sc = m % 5 == 3 ? 1e-6f : m % 5 == 4 ? 3e4f : 1.f;
+    for (int64_t k = 0; k < K; ++k) v[m * K + k] = sc * nd(rng);
+  }
+  return v;
+}
+
+// A device copy of v (at least 16 bytes), synchronized.
+inline DeviceBuffer upload_floats(const std::vector<float>& v) {
+  DeviceBuffer b = std::move(DeviceBuffer::allocate(std::max<size_t>(v.size() * 4, 16))).value();
+  EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return b;
 }
 
 }  // namespace deepinfer::cuda::testing

@@ -1,6 +1,6 @@
 // Session 16 (issue 7): skinny_wg — the default mode's e4m3 dense products at 17..64 token rows
-// (DEEPINFER_DENSE_WG; the kernel serves 1..64) on warpgroup MMA. The contract and the arithmetic: skinny_wg.h; design and numbers: docs/cuda.md
-// "Session 16: skinny_wg".
+// (DEEPINFER_DENSE_WG; the kernel serves 1..64) on warpgroup MMA. The contract and the arithmetic:
+// skinny_wg.h; design and numbers: docs/cuda.md "Session 16: skinny_wg".
 //
 // Three launches per call, each a programmatic dependent of the one before:
 //  1. split_kernel: x [M, G·K] → the B image [G][K/64][NB][128 B] in the workspace: for group j
@@ -41,6 +41,7 @@
 #include <atomic>
 
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/skinny_mma.cuh"
 #include "backend/cuda/skinny_wg.h"
 #include "backend/cuda/tc_ring.cuh"
 #include "backend/cuda/wgmma_common.cuh"
@@ -70,16 +71,9 @@ struct Args {
   int32_t nch = 0;    // 64-k chunks per slice (even)
 };
 
-__device__ __forceinline__ uint4 ldg_nc(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
+using skinny::ldg_nc;  // 16-byte ld.global.nc
+using skinny::word;    // word i of a uint4
+
 // ue8m0 E → 2^(E − 127) (0 → 2^-127, 255 → NaN), skinny_mma's decoding.
 __device__ __forceinline__ float ue8m0(uint32_t e) {
   return e == 0xFFu
