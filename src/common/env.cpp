@@ -26,6 +26,19 @@ std::string trim(std::string s) {
   return s;
 }
 
+// An integer switch: `name` set to a decimal lo..hi (exactly, no sign or padding) sets *field;
+// anything else is warned about and leaves *field (`kept` names it in the warning).
+void read_int(const char* name, int lo, int hi, int* field, const std::string& kept) {
+  const auto v = get(name);
+  if (!v) return;
+  const int n = std::atoi(v->c_str());
+  if (n >= lo && n <= hi && std::to_string(n) == *v)
+    *field = n;
+  else
+    log_warning(std::string(name) + "='" + *v + "' is not " + std::to_string(lo) + ".." +
+                std::to_string(hi) + "; using " + kept);
+}
+
 }  // namespace
 
 bool env_value_is_true(const std::string& v) {
@@ -141,11 +154,7 @@ Env Env::from_process() {
     else
       log_warning("DEEPINFER_ATTENTION_KERNEL='" + *v + "' is not auto, fd or x1..x8; using auto");
   }
-  if (auto v = get("DEEPINFER_ATTENTION_BI_CHUNKS")) {
-    const int n = std::atoi(v->c_str());
-    if (n >= 1 && n <= 64 && std::to_string(n) == *v) e.attention_bi_chunks = n;
-    else log_warning("DEEPINFER_ATTENTION_BI_CHUNKS='" + *v + "' is not 1..64; using the default");
-  }
+  read_int("DEEPINFER_ATTENTION_BI_CHUNKS", 1, 64, &e.attention_bi_chunks, "the default");
   if (auto v = get("DEEPINFER_CUDA_GRAPHS")) {
     if (*v == "0" || *v == "1") e.cuda_graphs = *v == "1";
     else log_warning("DEEPINFER_CUDA_GRAPHS='" + *v + "' is not 0 or 1; using 1");
@@ -162,20 +171,9 @@ Env Env::from_process() {
     else
       log_warning("DEEPINFER_HEAD_BLAS='" + *v + "' is not 0, 1 or 2; using 1");
   }
-  if (auto v = get("DEEPINFER_HEAD_BLAS_MAX_ROWS")) {
-    const int n = std::atoi(v->c_str());
-    if (n >= 16 && n <= 64 && std::to_string(n) == *v)
-      e.head_blas_max_rows = n;
-    else
-      log_warning("DEEPINFER_HEAD_BLAS_MAX_ROWS='" + *v + "' is not 16..64; using 64");
-  }
-  if (auto v = get("DEEPINFER_DENSE_WG")) {
-    const int n = std::atoi(v->c_str());
-    if (n >= 0 && n <= 64 && std::to_string(n) == *v)
-      e.dense_wg = n;
-    else
-      log_warning("DEEPINFER_DENSE_WG='" + *v + "' is not 0..64; using 17");
-  }
+  read_int("DEEPINFER_HEAD_BLAS_MAX_ROWS", 16, 64, &e.head_blas_max_rows,
+           std::to_string(e.head_blas_max_rows));
+  read_int("DEEPINFER_DENSE_WG", 0, 64, &e.dense_wg, std::to_string(e.dense_wg));
   if (auto v = get("DEEPINFER_SPIN_WAIT")) {
     if (*v == "0" || *v == "1" || *v == "2")
       e.spin_wait = (*v)[0] - '0';

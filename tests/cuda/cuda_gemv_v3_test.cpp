@@ -53,12 +53,7 @@ class CudaGemvV3 : public testing::SeededGpuTest {
     for (float& f : v) f = nd(rng_);
     return v;
   }
-  static DeviceBuffer dev(const std::vector<float>& v) {
-    DeviceBuffer b = std::move(DeviceBuffer::allocate(std::max<size_t>(v.size() * 4, 16))).value();
-    EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    return b;
-  }
+  static DeviceBuffer dev(const std::vector<float>& v) { return testing::upload_floats(v); }
   static std::vector<float> host(const DeviceBuffer& b, int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
     EXPECT_EQ(cudaMemcpy(v.data(), b.data(), n * 4, cudaMemcpyDeviceToHost), cudaSuccess);

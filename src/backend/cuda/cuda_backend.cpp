@@ -837,7 +837,8 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
     // fusion alone, x4 = x2 without the in-kernel split sums at M = 1. Everything else as `w`
     // (below). `auto` = x2 under --batch-invariant (session 10: BI batch 1 1.73 vs 1.85 ms,
     // batch 16 4.21 vs 4.27), x1 in the default mode, where only the head at M 9..16 gets here
-    // (session 10 final run: batch 16 4.00 vs 4.07-4.10 ms with `w`; the same bits).
+    // (session 10 final run: batch 16 4.00 vs 4.07-4.10 ms with `w`; the same bits) — since
+    // session 16 only with DEEPINFER_HEAD_BLAS=0 (cuBLAS takes the head up to 64 rows).
     static const int wa2_sel = kernels::linear_tc_wa2_variant(small_sel.c_str());
     const int wa2_var = wa2_sel > 0               ? wa2_sel
                         : small_sel != "auto"     ? 0

@@ -74,7 +74,8 @@ struct Args {
 using skinny::ldg_nc;  // 16-byte ld.global.nc
 using skinny::word;    // word i of a uint4
 
-// ue8m0 E → 2^(E − 127) (0 → 2^-127, 255 → NaN), skinny_mma's decoding.
+// ue8m0 E → 2^(E − 127) (0 → 2^-127, 255 → NaN): tc::ue8m0_f32's values, on the 32-bit load
+// (kept: this is the code the H200 runs verified; the uint8_t form compiles differently).
 __device__ __forceinline__ float ue8m0(uint32_t e) {
   return e == 0xFFu
              ? __int_as_float(0x7FC00000)
@@ -373,9 +374,11 @@ bool launch(const float* x, const Args& a, float* out, cudaStream_t s, bool pdl)
 
 int nb_for(int64_t M) { return M <= 16 ? 48 : M <= 32 ? 96 : M <= 48 ? 144 : 192; }
 
+// Bytes of the B image, rounded up to 256 (the split partials follow it in the workspace).
 size_t image_bytes(int64_t M, int64_t G, int64_t K) {
-  return static_cast<size_t>(G) * static_cast<size_t>(K / kChunkK) *
-         static_cast<size_t>(nb_for(M)) * 128;
+  const size_t b = static_cast<size_t>(G) * static_cast<size_t>(K / kChunkK) *
+                   static_cast<size_t>(nb_for(M)) * 128;
+  return (b + 255) & ~size_t{255};
 }
 }  // namespace skwg
 
@@ -399,8 +402,8 @@ int skinny_wg_split(int64_t G, int64_t N, int64_t K) {
 
 size_t skinny_wg_workspace_bytes(int64_t M, int64_t G, int64_t N, int64_t K) {
   const int S = skinny_wg_split(G, N, K);
-  const size_t img = (skwg::image_bytes(M, G, K) + 255) & ~size_t{255};
-  return img + (S > 1 ? static_cast<size_t>(S) * static_cast<size_t>(M * G * N) * 4 : 0);
+  return skwg::image_bytes(M, G, K) +
+         (S > 1 ? static_cast<size_t>(S) * static_cast<size_t>(M * G * N) * 4 : 0);
 }
 
 bool skinny_wg_linear(const float* x, const void* w, const void* scale, int64_t M, int64_t G,
@@ -425,8 +428,10 @@ bool skinny_wg_linear(const float* x, const void* w, const void* scale, int64_t 
   a.nch = static_cast<int32_t>(K / skwg::kChunkK / a.S);
   a.ldo = G * N;
   a.split_stride = M * G * N;
-  const size_t img = (skwg::image_bytes(M, G, K) + 255) & ~size_t{255};
-  a.out = a.S > 1 ? reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + img) : out;
+  a.out =
+      a.S > 1
+          ? reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + skwg::image_bytes(M, G, K))
+          : out;
   switch (skwg::nb_for(M)) {
     case 48:
       return skwg::launch<48>(x, a, out, s, pdl);
