@@ -278,6 +278,40 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
         });
       }
     }
+    // Session 17: linear_tc_wr (linear_tc_wr.cuh, DEEPINFER_LINEAR_WR): wa's bits with the weight
+    // rows straight into registers (e4m3); "wr" with the batch-invariant split and the separate
+    // reduce launch, "wr fused" with the split sums in each tile's last CTA (what
+    // CudaBackend::linear runs at M = 1), "wr default split" with the default mode's split.
+    if (want_wa && l.fmt == 1) {
+      const int64_t bi_split =
+          cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+      const int64_t def_split =
+          cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/false);
+      for (int plan = 0; plan < 3; ++plan) {
+        const int64_t k_split = plan == 2 ? def_split : bi_split;
+        if (plan == 2 && def_split == bi_split) continue;
+        if (!cuda::kernels::linear_tc_wr_supported(l.fmt, w.w.raw(), x.data<float>(), M, l.N, K,
+                                                   l.groups, w.block_cols, k_split))
+          continue;
+        Tensor ws;
+        if (k_split < K) {
+          DI_ASSIGN_OR_RETURN(ws, ctx.zeros(DType::kF32, {(K + k_split - 1) / k_split, M, GN}));
+        }
+        const char* mode = plan == 0 ? "" : plan == 1 ? " fused" : " default split";
+        ctx.measure(
+            phase,
+            cat("wr", mode, " ", l.name, " (", std::to_string((K + k_split - 1) / k_split),
+                " splits)"),
+            shape, bytes, flops, [&] {
+              cuda::kernels::linear_tc_wr(x.data<float>(), w.w.raw(), scale, false, M, l.N, K,
+                                          l.groups, w.block_rows, k_split, out.data<float>(),
+                                          ws.defined() ? ws.data<float>() : nullptr, ctx.stream(),
+                                          /*pdl=*/true, /*fused_reduce=*/plan == 1);
+              return cudaGetLastError() == cudaSuccess ? OkStatus()
+                                                       : Internal("linear_tc_wr launch failed");
+            });
+      }
+    }
     // Session 10: wa2 (linear_tc_wa.h, DEEPINFER_SMALL_LINEAR=x1..x4), the batch-invariant split:
     // "wa2 ref w" = the current path (linear_tc_wa as DEEPINFER_SMALL_LINEAR=w runs it), then
     // wa2's two fills (split sums in the kernel at M = 1, else a reduce launch): "small" (cp.async:

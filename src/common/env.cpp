@@ -171,9 +171,12 @@ Env Env::from_process() {
     else
       log_warning("DEEPINFER_HEAD_BLAS='" + *v + "' is not 0, 1 or 2; using 1");
   }
-  read_int("DEEPINFER_HEAD_BLAS_MAX_ROWS", 16, 64, &e.head_blas_max_rows,
+  read_int("DEEPINFER_HEAD_BLAS_MAX_ROWS", 16, 2048, &e.head_blas_max_rows,
            std::to_string(e.head_blas_max_rows));
   read_int("DEEPINFER_DENSE_WG", 0, 64, &e.dense_wg, std::to_string(e.dense_wg));
+  read_int("DEEPINFER_DENSE_WG_MAX_ROWS", 64, 2048, &e.dense_wg_max_rows,
+           std::to_string(e.dense_wg_max_rows));
+  read_int("DEEPINFER_LINEAR_WR", 0, 1, &e.linear_wr, std::to_string(e.linear_wr));
   if (auto v = get("DEEPINFER_SPIN_WAIT")) {
     if (*v == "0" || *v == "1" || *v == "2")
       e.spin_wait = (*v)[0] - '0';

@@ -124,15 +124,28 @@ struct Env {
   //   kernels (0); fp32-accurate either way.
   //   Session 12, H200: batch-16 step 3.52 vs 3.73 ms (the head 258 vs ~400 us); batch 8 equal.
   int head_blas = 1;
-  // DEEPINFER_HEAD_BLAS_MAX_ROWS: 16..64 (default 64) — the largest M that path takes (session 16:
-  //   at 17..64 rows the head otherwise runs on linear_tc_small, ~1 TB/s).
-  int head_blas_max_rows = 64;
+  // DEEPINFER_HEAD_BLAS_MAX_ROWS: 16..2048 (default 384) — the largest M that path takes
+  //   (session 16: at 17..64 rows the head otherwise runs on linear_tc_small, ~1 TB/s; session
+  //   17: above 64 rows in cuBLAS calls of 64, instead of the prefill path's 3× stacked weight
+  //   copy).
+  int head_blas_max_rows = 384;
   // DEEPINFER_DENSE_WG: 0 | 1..64 (default 17) — the default mode's e4m3 products (ue8m0 block
   //   scales) from this many rows up to 64 on skinny_wg (cuda/skinny_wg.h: wgmma, the weight rows
   //   in registers, x's three bf16 planes streamed through shared memory); 0 = off (session 15's
   //   kernels: linear_tc_small at 17..64). Session 16, H200: batch 32 4.94 → 4.46 ms, batch 24
   //   4.25 → 3.80; at 9..16 rows no faster than linear_tc_wa (3.02 either way at batch 16).
   int dense_wg = 17;
+  // DEEPINFER_DENSE_WG_MAX_ROWS: 64..2048 (default 384) — the largest M those e4m3 products take
+  //   skinny_wg, in slabs of 64 rows (each slab re-reads the weight: at M > 64 it replaces the
+  //   prefill path, which dequantizes the weight to bf16 every call). Session 17, H200: batch
+  //   128 16.27 → 12.77 ms per step with the head's slabs, 384 46.99 → 44.35 (docs/cuda.md
+  //   "Session 17").
+  int dense_wg_max_rows = 384;
+  // DEEPINFER_LINEAR_WR: 1 (default) | 0 — e4m3 products at 1..16 rows that would run on
+  //   linear_tc_wa (every one under --batch-invariant) run on linear_tc_wr where it takes them
+  //   (cuda/linear_tc_wa.h: the same bits — linear_tc's —, the weight rows loaded straight into
+  //   registers); 0 keeps linear_tc_wa.
+  int linear_wr = 1;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
   //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
   //   0 runs the separate reduce launch.

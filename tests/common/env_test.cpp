@@ -105,7 +105,7 @@ TEST_F(EnvTest, SessionSixteenSwitches) {
   for (const char* v : names) unsetenv(v);
   Env e = Env::from_process();
   EXPECT_EQ(e.dense_wg, 17);
-  EXPECT_EQ(e.head_blas_max_rows, 64);
+  EXPECT_EQ(e.head_blas_max_rows, 384);  // session 17 (64 in session 16)
   setenv("DEEPINFER_DENSE_WG", "0", 1);
   setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "16", 1);
   e = Env::from_process();
@@ -115,8 +115,33 @@ TEST_F(EnvTest, SessionSixteenSwitches) {
   setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "15", 1);
   e = Env::from_process();
   EXPECT_EQ(e.dense_wg, 17);
-  EXPECT_EQ(e.head_blas_max_rows, 64);
+  EXPECT_EQ(e.head_blas_max_rows, 384);
+  setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "2048", 1);
+  EXPECT_EQ(Env::from_process().head_blas_max_rows, 2048);
+  setenv("DEEPINFER_HEAD_BLAS_MAX_ROWS", "2049", 1);
+  EXPECT_EQ(Env::from_process().head_blas_max_rows, 384);
   for (const char* v : names) unsetenv(v);
+}
+
+TEST_F(EnvTest, SessionSeventeenSwitches) {  // DEEPINFER_LINEAR_WR, DEEPINFER_DENSE_WG_MAX_ROWS
+  unsetenv("DEEPINFER_DENSE_WG_MAX_ROWS");
+  EXPECT_EQ(Env::from_process().dense_wg_max_rows, 384);
+  setenv("DEEPINFER_DENSE_WG_MAX_ROWS", "64", 1);
+  EXPECT_EQ(Env::from_process().dense_wg_max_rows, 64);
+  setenv("DEEPINFER_DENSE_WG_MAX_ROWS", "2048", 1);
+  EXPECT_EQ(Env::from_process().dense_wg_max_rows, 2048);
+  setenv("DEEPINFER_DENSE_WG_MAX_ROWS", "63", 1);  // warned, default kept
+  EXPECT_EQ(Env::from_process().dense_wg_max_rows, 384);
+  unsetenv("DEEPINFER_DENSE_WG_MAX_ROWS");
+  unsetenv("DEEPINFER_LINEAR_WR");
+  EXPECT_EQ(Env::from_process().linear_wr, 1);
+  setenv("DEEPINFER_LINEAR_WR", "0", 1);
+  EXPECT_EQ(Env::from_process().linear_wr, 0);
+  setenv("DEEPINFER_LINEAR_WR", "2", 1);  // warned, default kept
+  EXPECT_EQ(Env::from_process().linear_wr, 1);
+  setenv("DEEPINFER_LINEAR_WR", "on", 1);
+  EXPECT_EQ(Env::from_process().linear_wr, 1);
+  unsetenv("DEEPINFER_LINEAR_WR");
 }
 
 TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0

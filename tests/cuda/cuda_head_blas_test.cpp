@@ -1,12 +1,14 @@
 // Session 12: the BF16 head through cuBLAS on x's three bf16 terms (head_blas.h). Fresh random
 // inputs (seed printed):
-//  - head_blas_linear at M = 2, 9, 16, 33, 64 (rows of very different magnitudes) within the fp32
+//  - head_blas_linear at M = 2, 9, 16, 33, 64, 130 (rows of very different magnitudes) within the
+//  fp32
 //    summation bound of a double reference, (K + 8)·2^-24·Σ|x·w| per element (one bf16 term
 //    instead of three would miss it by ~2^8), on every row and 97 sampled columns, N odd-sized
 //    (the scalar tail of the plane sum) and N % 4 == 0;
 //  - two calls bitwise equal;
 //  - CudaBackend::linear with DEEPINFER_HEAD_BLAS=2 (set before the environment is first read)
-//    returns the direct call's bits at M = 9 and 40 (session 16: up to 64 rows by default), and
+//    returns the direct call's bits at M = 9, 40 and 130 (session 16: up to 64 rows by default;
+//    session 17: up to 256, in cuBLAS calls of 64 rows — 130 = 64 + 64 + 2), and
 //    leaves M = 1 to the other kernels (still within
 //    the bound);
 //  - head_blas_takes refuses M = 1 (min 2), 65, 17 under max_rows 16, weights under 64 MiB, K % 4
@@ -46,7 +48,7 @@ float from_bf16(uint16_t b) {
   return f;
 }
 
-constexpr int64_t kRows = 64;
+constexpr int64_t kRows = 130;
 
 struct Case {
   int64_t N, K;
@@ -130,7 +132,7 @@ class CudaHeadBlas : public ::testing::Test {
 TEST_F(CudaHeadBlas, WithinTheBoundAndDeterministic) {
   for (int64_t N : {int64_t{8195}, int64_t{8196}}) {  // ≥ 64 MiB at K = 4096; odd and % 4 == 0
     Case c = make(N, 4096);
-    for (int64_t M : {2, 9, 16, 33, 64}) {
+    for (int64_t M : {2, 9, 16, 33, 64, 130}) {  // 130: slabs of 64, 64 and 2 rows (session 17)
       const std::vector<float> a = run(c, M), b = run(c, M);
       EXPECT_LE(worst(c, M, a), 1.0) << "N=" << N << " M=" << M << " seed " << seed_;
       EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
@@ -146,7 +148,7 @@ TEST_F(CudaHeadBlas, BackendDispatch) {
   auto& be = *made.value();
   backend::Weight w =
       backend::Weight::of(backend::Tensor::borrow(c.dw.data(), DType::kBF16, {c.N, c.K}));
-  for (int64_t M : {9, 40, 1}) {
+  for (int64_t M : {9, 40, 130, 1}) {
     backend::Tensor x = backend::Tensor::borrow(c.dx.data(), DType::kF32, {M, c.K});
     auto out = be.empty(DType::kF32, {M, c.N});
     ASSERT_TRUE(out.ok());
@@ -174,7 +176,8 @@ TEST(CudaHeadBlasTakes, Refusals) {
   EXPECT_FALSE(kernels::head_blas_takes(2, 1, 129280, 4096, x, w));
   EXPECT_TRUE(kernels::head_blas_takes(2, 17, 129280, 4096, x, w));
   EXPECT_TRUE(kernels::head_blas_takes(2, 64, 129280, 4096, x, w));
-  EXPECT_FALSE(kernels::head_blas_takes(2, 65, 129280, 4096, x, w));
+  EXPECT_FALSE(kernels::head_blas_takes(2, 65, 129280, 4096, x, w));  // the default max_rows: 64
+  EXPECT_TRUE(kernels::head_blas_takes(2, 256, 129280, 4096, x, w, 256));  // session 17: slabs
   EXPECT_FALSE(kernels::head_blas_takes(2, 17, 129280, 4096, x, w, 16));  // over max_rows
   EXPECT_FALSE(kernels::head_blas_takes(2, 4, 4096, 4096, x, w));        // 32 MiB
   EXPECT_FALSE(kernels::head_blas_takes(2, 4, 129280, 4094, x, w));      // K % 4

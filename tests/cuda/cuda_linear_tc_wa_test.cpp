@@ -5,7 +5,8 @@
 // odd shapes (partial tiles and warps, partial scale blocks, half a k32 stage, groups, ±inf / NaN
 // in x), x split per CTA and per warp, 64- and 128-row CTAs, PDL on and off,
 // CudaBackend::linear's dispatch with DEEPINFER_SMALL_LINEAR=w in both modes, a double-precision
-// reference (linear_tc's bound: 3e-6 of the row's largest output) and the refusals.
+// reference (linear_tc's bound: 3e-6 of the row's largest output) and the refusals. Session 17:
+// linear_tc_wr (the weight rows in registers), bitwise against linear_tc the same way.
 // Every bitwise comparison also prints how many elements differ and by how many ulps at most
 // (the question the H200 answers: are the tensor core's sums the same under transposition?).
 // BareMmaChainsGiveTheSameBitsTransposed asks it of bare MMA chains (no kernel plumbing), and
@@ -693,6 +694,109 @@ TEST_F(CudaLinearTcWa, Wa2RefusesWhatItCannotTake) {
   cudaFree(x16);
   cudaFree(w16);
   cudaFree(o16);
+}
+
+// Session 17: linear_tc_wr (the weight rows straight into registers) against linear_tc,
+// bitwise, at every e4m3 shape of cases() it takes plus its own odd shapes (warps without rows,
+// groups, f32 scales, ±inf / NaN in x), for the batch-invariant split, the default mode's, the
+// whole K and 256-k splits where they differ (ring refills: 1024 k = 8 units of 128 through a
+// 4- or 2-unit ring), with the split sums in the kernel and without, PDL on and off.
+TEST_F(CudaLinearTcWa, WrIsBitwiseLinearTcAtModelShapes) {
+  std::vector<ShapeCase> wr_cases;
+  for (const ShapeCase& c : cases())
+    if (fmt_code(c.f) == 1 && c.N % 16 == 0 && c.K % 128 == 0) wr_cases.push_back(c);
+  wr_cases.push_back(
+      {"odd wr: 3 groups of 48 rows (warps without rows), K 384", Fmt::kFp8, 3, 48, 384, true});
+  wr_cases.push_back(
+      {"odd wr f32 scales: 144 rows, K 1280", Fmt::kFp8F32Scale, 1, 144, 1280, true});
+  ASSERT_GE(wr_cases.size(), 12u);
+  uint64_t wseed = seed_ ^ 0x7f4a7c15u;
+  int compared = 0;
+  for (const ShapeCase& c : wr_cases) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    ASSERT_EQ(hw.block_cols, 128);
+    const backend::Weight dw = upload_weight(hw);
+    const Tensor x = randn({16, G * K}, c.nonfinite_x);
+    const Pair dx = on_device(x);
+    for (int64_t M : kRowsToTry) {
+      std::vector<int64_t> splits_to_try = {kernels::linear_tc_k_split(M, GN, K, 128, true)};
+      for (int64_t ks : {kernels::linear_tc_k_split(M, GN, K, 128, false), K, int64_t{256}})
+        if (std::find(splits_to_try.begin(), splits_to_try.end(), ks) == splits_to_try.end())
+          splits_to_try.push_back(ks);
+      for (int64_t k_split : splits_to_try) {
+        if (!kernels::linear_tc_wr_supported(1, dw.w.raw(), dx.dev.data<float>(), M, N, K, G, 128,
+                                             k_split)) {
+          ASSERT_GT(std::min(k_split, K), 1024)
+              << c.name << " k_split " << k_split;  // the only refusal here
+          continue;
+        }
+        Tensor ref_h;
+        run_ref(c, hw, dw, dx, M, k_split, &ref_h);
+        const int64_t splits = (K + k_split - 1) / k_split;
+        for (int v = 0; v < 3;
+             ++v) {  // 0: PDL, separate sums; 1: sums in the last CTA; 2: plain launch
+          auto got = bi_->alloc(DType::kF32, {M, GN});
+          auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
+          ASSERT_TRUE(got.ok() && ws.ok());
+          ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4),
+                    cudaSuccess);
+          ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
+                    cudaSuccess);
+          kernels::linear_tc_wr(dx.dev.data<float>(), dw.w.raw(), dw.scale.raw(),
+                                c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, k_split,
+                                got->data<float>(), ws->data<float>(), bi_->stream(), v != 2,
+                                v == 1);
+          ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+          ASSERT_TRUE(bi_->synchronize().ok());
+          const Tensor got_h = to_host(*got);
+          const std::string what = std::string("wr vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
+                                   " M=" + std::to_string(M) +
+                                   " k_split=" + std::to_string(k_split) + " (" +
+                                   std::to_string(splits) + " splits)" +
+                                   (v == 1   ? ", sums in the last CTA"
+                                    : v == 2 ? ", plain launch"
+                                             : "");
+          print_diff(what, got_h, ref_h);
+          expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+          ++compared;
+        }
+      }
+    }
+  }
+  std::printf("wr: %d bitwise comparisons\n", compared);
+  EXPECT_GE(compared, 300);
+}
+
+TEST_F(CudaLinearTcWa, WrRefusesWhatItCannotTake) {
+  float* x16 = nullptr;
+  uint8_t* w16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&x16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w16, 4096), cudaSuccess);
+  EXPECT_TRUE(kernels::linear_tc_wr_supported(1, w16, x16, 16, 32, 1024, 1, 128, 128));
+  EXPECT_TRUE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 4096, 8, 128, 1024));
+  EXPECT_TRUE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1024, 1, 128,
+                                              4096));  // one split of 1024
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(0, w16, x16, 1, 16, 1024, 1, 128, 128));   // bf16
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(2, w16, x16, 1, 16, 1024, 1, 128, 128));   // FP4
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 17, 16, 1024, 1, 128, 128));  // M > 16
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 0, 16, 1024, 1, 128, 128));
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 24, 1024, 1, 128, 128));  // N % 16
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1056, 1, 128, 128));  // K % 128
+  EXPECT_FALSE(
+      kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1024, 1, 64, 128));  // block cols
+  EXPECT_FALSE(
+      kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1024, 1, 128, 96));  // split % 128
+  EXPECT_FALSE(
+      kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 4096, 1, 128, 2048));  // split > 1024
+  EXPECT_FALSE(
+      kernels::linear_tc_wr_supported(1, w16 + 8, x16, 1, 16, 1024, 1, 128, 128));  // w alignment
+  EXPECT_FALSE(
+      kernels::linear_tc_wr_supported(1, w16, x16 + 2, 1, 16, 1024, 1, 128, 128));  // x alignment
+  EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1024, 0, 128, 128));  // no group
+  cudaFree(x16);
+  cudaFree(w16);
 }
 
 TEST_F(CudaLinearTcWa, RefusesWhatItCannotTake) {

@@ -12,7 +12,9 @@
 //  - grouped products (G groups of N rows, x [M, G·K]; V4's wo_a is 8 × 1024 × 4096) the same way;
 //  - layouts it does not implement are refused;
 //  - CudaBackend::linear (default DEEPINFER_DENSE_WG = 17) runs it at 17..64 rows, plain and
-//    grouped (bitwise the direct call), and not at 16 rows.
+//    grouped (bitwise the direct call), and not at 16 rows; session 17: at 65..384 rows
+//    (DEEPINFER_DENSE_WG_MAX_ROWS) in slabs of 64, each slab bitwise the direct call on its rows,
+//    and not at 385.
 // Bound: |got − exact| ≤ (2·K/(16·S) + S + 8)·2^-24·Σ|x·w| — the k-steps of a slice chained in one
 // fp32 accumulator, S slices summed, the three plane sums.
 #include <gtest/gtest.h>
@@ -40,6 +42,7 @@ using backend::Tensor;
 using testing::HostW;
 
 constexpr int64_t kMaxM = 64;
+constexpr int64_t kMaxBackendM = 385;  // CudaBackend::linear: slabs of 64 up to 384 rows
 
 class CudaSkinnyWg : public testing::SeededGpuTest {
  protected:
@@ -211,6 +214,7 @@ TEST_F(CudaSkinnyWg, RefusesWhatItDoesNotImplement) {
 
 TEST_F(CudaSkinnyWg, BackendLinearRunsIt) {
   ASSERT_EQ(env().dense_wg, 17);
+  ASSERT_EQ(env().dense_wg_max_rows, 384);
   struct Case {
     int64_t G, N, K;
   };
@@ -221,8 +225,9 @@ TEST_F(CudaSkinnyWg, BackendLinearRunsIt) {
     w.scale = Tensor::borrow(const_cast<void*>(h.ds.data()), DType::kF8E8M0,
                              {(h.N + 127) / 128, h.scols()});
     w.block_rows = w.block_cols = 128;
-    const std::vector<float> x = make_x(kMaxM, c.G * c.K);
+    const std::vector<float> x = make_x(kMaxBackendM, c.G * c.K);
     DeviceBuffer dx = dev(x);
+    const float* px = static_cast<const float*>(dx.data());
     for (int64_t M : {16, 17, 24, 64}) {
       const std::string what =
           "G=" + std::to_string(c.G) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
@@ -237,6 +242,31 @@ TEST_F(CudaSkinnyWg, BackendLinearRunsIt) {
         EXPECT_TRUE(same(gp, direct.data(), M * h.N)) << what << ": not skinny_wg's bits";
       else
         EXPECT_FALSE(same(gp, direct.data(), M * h.N)) << what << ": skinny_wg ran below 17 rows";
+    }
+    // Session 17: 65..DEEPINFER_DENSE_WG_MAX_ROWS (default 384) rows in slabs of 64 — each slab's
+    // rows the direct call's on those rows (the last slab partial at 100 and 130); 385 rows go to
+    // the prefill path (other bits).
+    for (int64_t M : {100, 130, 384, 385}) {
+      const std::string what =
+          "G=" + std::to_string(c.G) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
+      const Tensor xt = Tensor::borrow(dx.data(), DType::kF32, {M, c.G * c.K});
+      Tensor out = std::move(gpu_->alloc(DType::kF32, {M, h.N})).value();
+      ASSERT_TRUE(gpu_->linear(xt, w, out, c.G).ok()) << what;
+      ASSERT_TRUE(gpu_->synchronize().ok());
+      const Tensor got = testing::to_host(out);
+      const float* gp = static_cast<const float*>(got.raw());
+      std::vector<float> direct;
+      for (int64_t r0 = 0; r0 < M; r0 += kMaxM) {
+        const std::vector<float> d = run(h, c.G, px + r0 * c.G * c.K, std::min(kMaxM, M - r0));
+        direct.insert(direct.end(), d.begin(), d.end());
+      }
+      if (M <= 384) {
+        EXPECT_TRUE(same(gp, direct.data(), M * h.N))
+            << what << ": not skinny_wg's bits in 64-row slabs";
+        EXPECT_LE(worst(h, c.G, x, M, direct, factor(c.G, c.N, c.K)), 1.0) << what << ": vs double";
+      } else {
+        EXPECT_FALSE(same(gp, direct.data(), M * h.N)) << what << ": skinny_wg ran above 384 rows";
+      }
     }
   }
 }

@@ -640,19 +640,29 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
   // Session 16 (DEEPINFER_DENSE_WG, skinny_wg.h): e4m3 products with ue8m0 scales at
   // dense_wg..64 rows (default 17) on wgmma — x split once into bf16 planes laid out as the
   // shared-memory image, the weight rows in registers; plain and grouped (wo_a). Its own bits,
-  // independent of M. Refusals fall through.
-  if (static const int wg_min = env().dense_wg;
-      wg_min > 0 && !st_->batch_invariant && fmt == 1 && !scale_f32 && M >= wg_min &&
-      M <= kernels::kSkinnyWgMaxRows &&
+  // independent of M. Refusals fall through. Session 17 (DEEPINFER_DENSE_WG_MAX_ROWS, default
+  // 384): up to that many rows in slabs of 64 (a row's bits are the same in any slab), instead
+  // of the prefill path's per-call dequantization (batch 128: see docs/cuda.md "Session 17").
+  if (static const int wg_min = env().dense_wg, wg_max = env().dense_wg_max_rows;
+      wg_min > 0 && !st_->batch_invariant && fmt == 1 && !scale_f32 && M >= wg_min && M <= wg_max &&
       kernels::skinny_wg_supported(w.w.raw(), groups, GN / groups, K, scale_f32, w.block_rows,
                                    w.block_cols)) {
-    const auto wsb =
-        static_cast<int64_t>(kernels::skinny_wg_workspace_bytes(M, groups, GN / groups, K));
-    DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {wsb}));
+    const int64_t slab = kernels::kSkinnyWgMaxRows;
+    const auto wsb = (static_cast<int64_t>(kernels::skinny_wg_workspace_bytes(
+                          std::min(M, slab), groups, GN / groups, K)) +
+                      255) /
+                     256 * 256;
+    // One workspace per slab: a slab's x split never waits on the previous slab's product.
+    DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {(M + slab - 1) / slab, wsb}));
     static const bool pdl_wg = env().gemv_pdl;
-    if (kernels::skinny_wg_linear(x.data<float>(), w.w.raw(), w.scale.raw(), M, groups, GN / groups,
-                                  K, w.block_rows, out.data<float>(), wws.raw(), stream(), pdl_wg))
-      return launched(op);
+    bool taken = true;
+    for (int64_t r0 = 0; r0 < M && taken; r0 += slab)
+      taken = kernels::skinny_wg_linear(x.data<float>() + r0 * groups * K, w.w.raw(), w.scale.raw(),
+                                        std::min(slab, M - r0), groups, GN / groups, K,
+                                        w.block_rows, out.data<float>() + r0 * GN,
+                                        wws.data<uint8_t>() + (r0 / slab) * wsb, stream(), pdl_wg);
+    if (taken) return launched(op);
+    // A refusal depends on the layout and the slab's rows only: the first slab refuses or none.
     DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
   }
   // Session 9 (DEEPINFER_GEMV_KERNEL tc | tc1..tc3, skinny_mma.h): M <= 16 rows against e4m3
@@ -821,6 +831,9 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
                                kernels::linear_tc_wa2_variant(small_sel.c_str()) > 0;  // x*: FP4 / refusals
     const bool wa = wa_sel && kernels::linear_tc_wa_supported(fmt, w.w.raw(), x.data<float>(), M, K,
                                                               fmt != 0, w.block_cols);
+    const bool wr = wa && env().linear_wr == 1 && (small_sel == "auto" || small_sel == "w") &&
+                    kernels::linear_tc_wr_supported(fmt, w.w.raw(), x.data<float>(), M, GN / groups,
+                                                    K, groups, w.block_cols, k_split);
     const bool small_auto = small_sel == "b" || small_sel == "v1" || wa_sel;
     const bool small_range = M <= kernels::kLinearTcSmallMaxRows &&
                              (st_->batch_invariant || M > kernels::kGemvMaxRows) &&
@@ -866,7 +879,14 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       const void* sc = fmt == 0 ? nullptr : w.scale.raw();
       float* o = out.data<float>() + r0 * GN;
       float* wsp = ws.defined() ? ws.data<float>() : nullptr;
-      if (wa)
+      // Session 17 (DEEPINFER_LINEAR_WR, linear_tc_wa.h "wr"): the e4m3 products wa would run,
+      // with the weight rows loaded straight into registers — the same bits (linear_tc's).
+      // H200 (bench_model, --batch-invariant batch 1): see docs/cuda.md "linear_tc_wr".
+      if (wr)
+        kernels::linear_tc_wr(xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
+                              w.block_rows, k_split, o, wsp, stream(), true,
+                              rows == 1 && env().wa_fused_reduce && !st_->on_side);
+      else if (wa)
         kernels::linear_tc_wa(fmt, xr, w.w.raw(), sc, scale_f32, rows, GN / groups, K, groups,
                               w.block_rows, w.block_cols, k_split, o, wsp, stream(),
                               small_sel != "w1", small_sel != "w2", 2, small_sel == "w3",

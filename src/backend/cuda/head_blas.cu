@@ -42,19 +42,29 @@ __global__ void plane_sum_kernel(const float* __restrict__ p, int64_t M, int64_t
 
 bool head_blas_takes(int64_t min_rows, int64_t M, int64_t N, int64_t K, const void* x,
                      const void* w, int64_t max_rows) {
-  return M >= min_rows && M >= 1 && M <= kHeadBlasMaxRows && M <= max_rows && N >= 1 && K >= 4 &&
-         K % 4 == 0 && N * K * 2 >= (int64_t{64} << 20) && N <= (int64_t{1} << 30) &&
-         K <= (int64_t{1} << 20) &&
+  return M >= min_rows && M >= 1 && M <= max_rows && N >= 1 && K >= 4 && K % 4 == 0 &&
+         N * K * 2 >= (int64_t{64} << 20) && N <= (int64_t{1} << 30) && K <= (int64_t{1} << 20) &&
          (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
 }
 
 size_t head_blas_workspace_bytes(int64_t M, int64_t N, int64_t K) {
-  return align16(static_cast<size_t>(M) * 3 * K * 2) + align16(static_cast<size_t>(M) * 3 * N * 4);
+  const int64_t S = std::min(M, kHeadBlasMaxRows);  // one slab's rows (reused by every slab)
+  return align16(static_cast<size_t>(S) * 3 * K * 2) + align16(static_cast<size_t>(S) * 3 * N * 4);
 }
 
 Status head_blas_linear(cublasHandle_t blas, const float* x, const void* w, int64_t M, int64_t N,
                         int64_t K, void* ws, float* out, cudaStream_t s) {
   if (M == 0) return OkStatus();
+  // Session 17: more than kHeadBlasMaxRows rows in slabs of that many (one GEMM of 3·64 term rows
+  // is already at the tensor cores' rate: the weight re-read per slab costs ~nothing), the
+  // workspace reused — the next slab's split waits for this slab's sum (stream order; the sum's
+  // PDL launch is waited for by the split's own wait before it writes).
+  while (M > kHeadBlasMaxRows) {
+    DI_RETURN_IF_ERROR(head_blas_linear(blas, x, w, kHeadBlasMaxRows, N, K, ws, out, s));
+    x += kHeadBlasMaxRows * K;
+    out += kHeadBlasMaxRows * N;
+    M -= kHeadBlasMaxRows;
+  }
   uint16_t* xs = static_cast<uint16_t*>(ws);  // [M][3][K] = [3M][K]: row 3m + j = term j of row m
   float* planes = reinterpret_cast<float*>(static_cast<char*>(ws) +
                                            align16(static_cast<size_t>(M) * 3 * K * 2));

@@ -18,15 +18,16 @@
 namespace deepinfer::cuda::kernels {
 
 // Session 16: up to 64 rows (was 16): at 17..64 the head otherwise ran on linear_tc_small at
-// ~1 TB/s (CudaBackend takes env().head_blas_max_rows, default 64).
+// ~1 TB/s. Session 17: the rows of one cuBLAS call; head_blas_linear takes more rows in slabs of
+// this many (CudaBackend takes up to env().head_blas_max_rows, default 384).
 constexpr int64_t kHeadBlasMaxRows = 64;
 
-// Whether the path takes a bf16 weight [N, K] at M rows: `min_rows` ≤ M ≤ min(max_rows,
-// kHeadBlasMaxRows), the weight at least 64 MiB, K % 4 == 0, x and w 16-byte aligned.
+// Whether the path takes a bf16 weight [N, K] at M rows: `min_rows` ≤ M ≤ max_rows, the weight
+// at least 64 MiB, K % 4 == 0, x and w 16-byte aligned.
 bool head_blas_takes(int64_t min_rows, int64_t M, int64_t N, int64_t K, const void* x,
                      const void* w, int64_t max_rows = kHeadBlasMaxRows);
 
-// Workspace bytes of a call at M rows.
+// Workspace bytes of a call at M rows (one slab's: min(M, kHeadBlasMaxRows) rows).
 size_t head_blas_workspace_bytes(int64_t M, int64_t N, int64_t K);
 
 // out [M, N] = x [M, K] · wᵀ (w bf16 [N, K]); ws of head_blas_workspace_bytes, 16-byte aligned.

@@ -1,17 +1,17 @@
 // wa: the weight-as-A tensor-core kernel with linear_tc's bits (linear_tc_wa.cuh), launched with
 // the caller's (linear_tc's) split plan and finished by the in-order split reduction (PDL).
-#include "backend/cuda/linear_tc_wa.h"
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.cuh"
+#include "backend/cuda/linear_tc_wa.h"
+#include "backend/cuda/linear_tc_wr.cuh"
 
 namespace deepinfer::cuda::kernels {
 
@@ -151,6 +151,56 @@ void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, boo
   if (fmt == 0) launch_fmt<0>(a, M, grid, s, pdl, share_x, tpw, false, wide, false);
   else if (fmt == 1) launch_fmt<1>(a, M, grid, s, pdl, share_x, tpw, fast_e4m3, false, deep);
   else launch_fmt<2>(a, M, grid, s, pdl, share_x, tpw, false, false, false);
+  if (splits > 1 && a.counters == nullptr) {
+    const int64_t n = M * G * N;
+    pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,
+                static_cast<const float*>(workspace), splits, n, out);
+  }
+}
+
+bool linear_tc_wr_supported(int fmt, const void* w, const float* x, int64_t M, int64_t N, int64_t K,
+                            int64_t G, int64_t block_cols, int64_t k_split) {
+  const auto aligned = [](const void* p, uintptr_t a) {
+    return reinterpret_cast<uintptr_t>(p) % a == 0;
+  };
+  return fmt == 1 && M >= 1 && M <= kLinearTcWaMaxRows && G >= 1 && N >= 16 && N % 16 == 0 &&
+         block_cols == tcw::kWrUnitK && K % tcw::kWrUnitK == 0 && k_split >= tcw::kWrUnitK &&
+         k_split % tcw::kWrUnitK == 0 && std::min(k_split, K) <= tcw::kWrMaxSplitK &&
+         w != nullptr && x != nullptr && aligned(w, 16) && aligned(x, 16);
+}
+
+namespace {
+
+template <int NT, int R>
+void wr_launch(const tcw::WaArgs& a, dim3 grid, size_t smem, cudaStream_t s, bool pdl) {
+  static std::atomic<uint64_t> attr_set{0};
+  auto* kernel = tcw::wr_kernel<NT, R>;
+  opt_in_max_smem_per_device(attr_set, kernel);
+  pdl::launch(kernel, grid, dim3(tcw::kWrThreads), smem, s, pdl, a);
+}
+
+}  // namespace
+
+void linear_tc_wr(const float* x, const void* w, const void* scale, bool scale_f32, int64_t M,
+                  int64_t N, int64_t K, int64_t G, int64_t block_rows, int64_t k_split, float* out,
+                  float* workspace, cudaStream_t s, bool pdl, bool fused_reduce) {
+  if (M == 0) return;
+  const int64_t splits = (K + k_split - 1) / k_split;
+  tcw::WaArgs a;
+  tc::fill_linear_args(a, x, w, scale, scale_f32, M, N, K, G, block_rows, tcw::kWrUnitK, k_split,
+                       out, workspace);
+  a.x_pitch = tcw::wr_term_pitch(std::min(k_split, K));
+  const dim3 grid(static_cast<unsigned>(G * ((N + tcw::kWrRows - 1) / tcw::kWrRows)),
+                  static_cast<unsigned>(splits));
+  if (fused_reduce && splits > 1 && grid.x <= static_cast<unsigned>(kWa2Counters)) {
+    a.counters = wa2_counters();  // shared with wa / wa2: stream-ordered launches take turns
+    a.final_out = out;
+  }
+  const size_t smem = static_cast<size_t>(M) * tcw::kTerms * a.x_pitch * 2;
+  if (M <= 8)
+    wr_launch<1, 4>(a, grid, smem, s, pdl);
+  else
+    wr_launch<2, 2>(a, grid, smem, s, pdl);
   if (splits > 1 && a.counters == nullptr) {
     const int64_t n = M * G * N;
     pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,

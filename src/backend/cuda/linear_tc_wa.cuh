@@ -288,6 +288,48 @@ __device__ __forceinline__ void store_acc(float* obase, int64_t ldo, int64_t M, 
     }
 }
 
+// The split sums in the kernel (session 13; wa_kernel and, since session 17, wr_kernel): the
+// last CTA of a (group, bn-row tile) to get here sums the tile's splits, v = ws[0]; v = v + ws[z],
+// z ascending — tcr::split_reduce_pdl's adds, so the same bits as the separate launch. p.out is
+// the workspace [split][M][G·N] (this CTA's plane written), p.counters the tile counters (the
+// last CTA resets its own to 0), p.final_out the product. Every thread of the CTA calls it.
+// `tile` indexes the counters (the CTA's (group, tile) in grid order), `splits` counts the CTAs
+// of the tile.
+template <int kThreads>
+__device__ __forceinline__ void last_cta_split_sums(const WaArgs& p, int64_t grp, int64_t n0,
+                                                    int64_t bn, unsigned tile, unsigned splits) {
+  __shared__ int last_flag;
+  const int tid = threadIdx.x;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned old = atomicAdd(p.counters + tile, 1u);
+    const int last = old + 1 == splits;
+    if (last) atomicExch(p.counters + tile, 0u);
+    last_flag = last;
+  }
+  __syncthreads();
+  if (!last_flag) return;
+  __threadfence();
+  const int64_t N = p.N, M = p.M;
+  const int64_t rows = (N - n0 < bn ? N - n0 : bn);
+  for (int64_t e = tid; e < M * rows; e += kThreads) {
+    const int64_t off = (e / rows) * p.ldo + grp * N + n0 + e % rows;
+    float v = 0.f;
+#pragma unroll 1
+    for (int64_t z0 = 0; z0 < splits; z0 += 16) {
+      float t[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u)
+        t[u] = z0 + u < splits ? __ldcg(p.out + (z0 + u) * p.split_stride + off) : 0.f;
+#pragma unroll
+      for (int u = 0; u < 16; ++u)
+        if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
+    }
+    p.final_out[off] = v;
+  }
+}
+
 // kRows: 8 (M <= 8: one n8 token tile) or 16 (two). kTPW: m16 weight tiles per warp (1 or 2).
 // kShare: x split into terms once per CTA (else per warp). The bits depend on none of them.
 // kFast: e4m3 weights through the short decode (linear_tc_wa_decode.h). kWide: 256 bytes of each
@@ -474,40 +516,8 @@ wa_kernel(const WaArgs p) {
   // acc → out (or split plane blockIdx.y of the workspace): token nt·8 + 2q + jj, weight row
   // wrow0 + 16·tt + g + 8h.
   store_acc<kTPW, NT>(p.out + blockIdx.y * p.split_stride + grp * N, p.ldo, M, wrow0, N, g, q, acc);
-  if (p.counters != nullptr && gridDim.y > 1) {
-    // The last CTA of this (group, tile) to get here sums the tile's splits: v = ws[0]; v = v +
-    // ws[z], z ascending — tcr::split_reduce_pdl's adds, so the same bits as the separate launch.
-    __shared__ int last_flag;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      const unsigned old = atomicAdd(p.counters + blockIdx.x, 1u);
-      const int last = old + 1 == gridDim.y;
-      if (last) atomicExch(p.counters + blockIdx.x, 0u);
-      last_flag = last;
-    }
-    __syncthreads();
-    if (last_flag) {
-      __threadfence();
-      const int64_t rows = (N - n0 < BN ? N - n0 : BN);
-      const int64_t splits = gridDim.y;
-      for (int64_t e = tid; e < M * rows; e += kThreads) {
-        const int64_t off = (e / rows) * p.ldo + grp * N + n0 + e % rows;
-        float v = 0.f;
-#pragma unroll 1
-        for (int64_t z0 = 0; z0 < splits; z0 += 16) {
-          float t[16];
-#pragma unroll
-          for (int u = 0; u < 16; ++u)
-            t[u] = z0 + u < splits ? __ldcg(p.out + (z0 + u) * p.split_stride + off) : 0.f;
-#pragma unroll
-          for (int u = 0; u < 16; ++u)
-            if (z0 + u < splits) v = z0 + u == 0 ? t[u] : v + t[u];
-        }
-        p.final_out[off] = v;
-      }
-    }
-  }
+  if (p.counters != nullptr && gridDim.y > 1)
+    last_cta_split_sums<kThreads>(p, grp, n0, BN, blockIdx.x, gridDim.y);
 }
 
 }  // namespace deepinfer::cuda::kernels::tcw

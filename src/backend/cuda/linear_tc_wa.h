@@ -41,6 +41,23 @@ void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, boo
                   bool fast_e4m3 = false, bool wide = false, bool deep = false,
                   bool fused_reduce = false);
 
+// ---- Session 17: wr (linear_tc_wr.cuh) ------------------------------------------------------
+// linear_tc_wa's arithmetic (so linear_tc's bits) for e4m3 weights with the weight rows loaded
+// straight into registers (each warp: 16 rows × one split, all its loads issued before
+// griddepcontrol.wait when the split is ≤ 512 k) and x's terms split once per CTA into shared
+// memory. Takes fmt 1 (e4m3) with block_cols 128 (ue8m0 or f32 scales), K and k_split multiples
+// of 128, min(k_split, K) <= 1024, N a multiple of 16 (per group), 1 <= M <= 16, w and x 16-byte
+// aligned.
+bool linear_tc_wr_supported(int fmt, const void* w, const float* x, int64_t M, int64_t N, int64_t K,
+                            int64_t G, int64_t block_cols, int64_t k_split);
+// out [M, G·N] = x [M, G·K] · deq(w [G·N, K])ᵀ per group: linear_tc_wa's contract (bitwise
+// linear_tc with the same k_split; workspace [splits, M, G·N] when k_split < K; pdl; fused_reduce
+// = the split sums in each tile's last CTA, counters shared with wa / wa2). The caller checks
+// linear_tc_wr_supported first.
+void linear_tc_wr(const float* x, const void* w, const void* scale, bool scale_f32, int64_t M,
+                  int64_t N, int64_t K, int64_t G, int64_t block_rows, int64_t k_split, float* out,
+                  float* workspace, cudaStream_t s, bool pdl = true, bool fused_reduce = false);
+
 // For the device test: out [512] (device) ← for every e4m3 code c, out[c] = linear_tc's decode
 // of the pair (c, c) (bf16x2 bits), out[256 + c] = the short decode's.
 void linear_tc_wa_decode_table(uint32_t* out, cudaStream_t s);
