@@ -173,6 +173,18 @@ class CudaLinearTcWa : public ::testing::Test {
     }
     return dw;
   }
+  // An output [M, GN] and a split workspace [splits, M, GN] on the device, NaN-filled: an element
+  // the kernels fail to write cannot pass.
+  void nan_filled(int64_t M, int64_t GN, int64_t splits, Tensor* got, Tensor* ws) {
+    auto g = bi_->alloc(DType::kF32, {M, GN});
+    auto w = bi_->alloc(DType::kF32, {splits, M, GN});
+    ASSERT_TRUE(g.ok() && w.ok());
+    ASSERT_EQ(testing::memset_sync(g->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
+    ASSERT_EQ(testing::memset_sync(w->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
+              cudaSuccess);
+    *got = std::move(g).value();
+    *ws = std::move(w).value();
+  }
   // linear_tc (ref) with one k_split, on the host.
   void run_ref(const ShapeCase& c, const backend::Weight& hw, const backend::Weight& dw, const Pair& dx,
                int64_t M, int64_t k_split, Tensor* ref_h) {
@@ -193,21 +205,16 @@ class CudaLinearTcWa : public ::testing::Test {
               int64_t M, int64_t k_split, const Variant& v, Tensor* got_h) {
     const int64_t G = c.G, N = c.N, K = c.K, GN = G * N, splits = (K + k_split - 1) / k_split;
     const int fmt = fmt_code(c.f);
-    auto got = bi_->alloc(DType::kF32, {M, GN});
-    auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
-    ASSERT_TRUE(got.ok() && ws.ok());
-    // NaN-filled output and workspace first: an element the kernels fail to write cannot pass.
-    ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4), cudaSuccess);
-    ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
-              cudaSuccess);
+    Tensor got, ws;
+    nan_filled(M, GN, splits, &got, &ws);
     kernels::linear_tc_wa(fmt, dx.dev.data<float>(), dw.w.raw(),
                           fmt == 0 ? nullptr : dw.scale.raw(), c.f == Fmt::kFp8F32Scale, M, N, K, G,
-                          hw.block_rows, hw.block_cols, k_split, got->data<float>(),
-                          ws->data<float>(), bi_->stream(), v.pdl, v.share, v.tpw, v.fast, v.wide,
+                          hw.block_rows, hw.block_cols, k_split, got.data<float>(),
+                          ws.data<float>(), bi_->stream(), v.pdl, v.share, v.tpw, v.fast, v.wide,
                           v.deep, v.fused);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     ASSERT_TRUE(bi_->synchronize().ok());
-    *got_h = to_host(*got);
+    *got_h = to_host(got);
   }
   uint32_t seed_ = 0;
   std::mt19937 rng_;
@@ -486,29 +493,25 @@ TEST_F(CudaLinearTcWa, Wa2IsBitwiseLinearTcAtModelShapes) {
         run_ref(c, hw, dw, dx, M, k_split, &ref_h);
         const int64_t splits = (K + k_split - 1) / k_split;
         for (const Wa2Variant& v : wa2_variants(fmt)) {
-          auto got = bi_->alloc(DType::kF32, {M, GN});
-          auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
-          ASSERT_TRUE(got.ok() && ws.ok());
-          ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4),
-                    cudaSuccess);
-          ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
-                    cudaSuccess);
+          Tensor got, ws;
+          nan_filled(M, GN, splits, &got, &ws);
           kernels::WaProjection pr;
           pr.w = dw.w.raw();
           pr.scale = fmt == 0 ? nullptr : dw.scale.raw();
           pr.x = dx.dev.data<float>();
           pr.lda = G * K;
-          pr.out = got->data<float>();
+          pr.out = got.data<float>();
           pr.N = N;
           pr.G = G;
           pr.k_split = k_split;
           ASSERT_EQ(kernels::linear_tc_wa2_workspace_floats(&pr, 1, M, K), splits > 1 ? splits * M * GN : 0);
-          ASSERT_TRUE(kernels::linear_tc_wa2(fmt, &pr, 1, c.f == Fmt::kFp8F32Scale, M, K, hw.block_rows,
-                                             hw.block_cols, ws->data<float>(), bi_->stream(), v.o))
+          ASSERT_TRUE(kernels::linear_tc_wa2(fmt, &pr, 1, c.f == Fmt::kFp8F32Scale, M, K,
+                                             hw.block_rows, hw.block_cols, ws.data<float>(),
+                                             bi_->stream(), v.o))
               << c.name;
           ASSERT_EQ(cudaGetLastError(), cudaSuccess);
           ASSERT_TRUE(bi_->synchronize().ok());
-          const Tensor got_h = to_host(*got);
+          const Tensor got_h = to_host(got);
           const std::string what = std::string("wa2 vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
                                    " M=" + std::to_string(M) + " k_split=" + std::to_string(k_split) + " (" +
                                    std::to_string(splits) + " splits), " + v.name;
@@ -735,22 +738,16 @@ TEST_F(CudaLinearTcWa, WrIsBitwiseLinearTcAtModelShapes) {
         Tensor ref_h;
         run_ref(c, hw, dw, dx, M, k_split, &ref_h);
         const int64_t splits = (K + k_split - 1) / k_split;
-        for (int v = 0; v < 3;
-             ++v) {  // 0: PDL, separate sums; 1: sums in the last CTA; 2: plain launch
-          auto got = bi_->alloc(DType::kF32, {M, GN});
-          auto ws = bi_->alloc(DType::kF32, {splits, M, GN});
-          ASSERT_TRUE(got.ok() && ws.ok());
-          ASSERT_EQ(testing::memset_sync(got->raw(), 0xFF, static_cast<size_t>(M * GN) * 4),
-                    cudaSuccess);
-          ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(splits * M * GN) * 4),
-                    cudaSuccess);
+        // 0: PDL, separate sums; 1: sums in the last CTA; 2: plain launch
+        for (int v = 0; v < 3; ++v) {
+          Tensor got, ws;
+          nan_filled(M, GN, splits, &got, &ws);
           kernels::linear_tc_wr(dx.dev.data<float>(), dw.w.raw(), dw.scale.raw(),
                                 c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, k_split,
-                                got->data<float>(), ws->data<float>(), bi_->stream(), v != 2,
-                                v == 1);
+                                got.data<float>(), ws.data<float>(), bi_->stream(), v != 2, v == 1);
           ASSERT_EQ(cudaGetLastError(), cudaSuccess);
           ASSERT_TRUE(bi_->synchronize().ok());
-          const Tensor got_h = to_host(*got);
+          const Tensor got_h = to_host(got);
           const std::string what = std::string("wr vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
                                    " M=" + std::to_string(M) +
                                    " k_split=" + std::to_string(k_split) + " (" +

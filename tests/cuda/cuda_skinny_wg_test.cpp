@@ -228,14 +228,18 @@ TEST_F(CudaSkinnyWg, BackendLinearRunsIt) {
     const std::vector<float> x = make_x(kMaxBackendM, c.G * c.K);
     DeviceBuffer dx = dev(x);
     const float* px = static_cast<const float*>(dx.data());
+    // CudaBackend::linear on the first M rows of x, on the host.
+    auto backend_rows = [&](int64_t M, const std::string& what) {
+      const Tensor xt = Tensor::borrow(dx.data(), DType::kF32, {M, c.G * c.K});
+      Tensor out = std::move(gpu_->alloc(DType::kF32, {M, h.N})).value();
+      EXPECT_TRUE(gpu_->linear(xt, w, out, c.G).ok()) << what;
+      EXPECT_TRUE(gpu_->synchronize().ok());
+      return testing::to_host(out);
+    };
     for (int64_t M : {16, 17, 24, 64}) {
       const std::string what =
           "G=" + std::to_string(c.G) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
-      const Tensor xt = Tensor::borrow(dx.data(), DType::kF32, {M, c.G * c.K});
-      Tensor out = std::move(gpu_->alloc(DType::kF32, {M, h.N})).value();
-      ASSERT_TRUE(gpu_->linear(xt, w, out, c.G).ok()) << what;
-      ASSERT_TRUE(gpu_->synchronize().ok());
-      const Tensor got = testing::to_host(out);
+      const Tensor got = backend_rows(M, what);
       const float* gp = static_cast<const float*>(got.raw());
       const std::vector<float> direct = run(h, c.G, static_cast<const float*>(dx.data()), M);
       if (M >= 17)
@@ -249,11 +253,7 @@ TEST_F(CudaSkinnyWg, BackendLinearRunsIt) {
     for (int64_t M : {100, 130, 384, 385}) {
       const std::string what =
           "G=" + std::to_string(c.G) + " M=" + std::to_string(M) + " seed " + std::to_string(seed_);
-      const Tensor xt = Tensor::borrow(dx.data(), DType::kF32, {M, c.G * c.K});
-      Tensor out = std::move(gpu_->alloc(DType::kF32, {M, h.N})).value();
-      ASSERT_TRUE(gpu_->linear(xt, w, out, c.G).ok()) << what;
-      ASSERT_TRUE(gpu_->synchronize().ok());
-      const Tensor got = testing::to_host(out);
+      const Tensor got = backend_rows(M, what);
       const float* gp = static_cast<const float*>(got.raw());
       std::vector<float> direct;
       for (int64_t r0 = 0; r0 < M; r0 += kMaxM) {
