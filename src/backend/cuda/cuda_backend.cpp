@@ -648,19 +648,19 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       kernels::skinny_wg_supported(w.w.raw(), groups, GN / groups, K, scale_f32, w.block_rows,
                                    w.block_cols)) {
     const int64_t slab = kernels::kSkinnyWgMaxRows;
-    const auto wsb = (static_cast<int64_t>(kernels::skinny_wg_workspace_bytes(
-                          std::min(M, slab), groups, GN / groups, K)) +
-                      255) /
-                     256 * 256;
-    // One workspace per slab: a slab's x split never waits on the previous slab's product.
-    DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {(M + slab - 1) / slab, wsb}));
+    // One workspace for every slab (sized for the largest): a slab's x split writes it only after
+    // griddepcontrol.wait, i.e. after the previous slab's product and split sums have finished
+    // (head_blas's slabs share theirs the same way).
+    const auto wsb = static_cast<int64_t>(
+        kernels::skinny_wg_workspace_bytes(std::min(M, slab), groups, GN / groups, K));
+    DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {wsb}));
     static const bool pdl_wg = env().gemv_pdl;
     bool taken = true;
     for (int64_t r0 = 0; r0 < M && taken; r0 += slab)
-      taken = kernels::skinny_wg_linear(x.data<float>() + r0 * groups * K, w.w.raw(), w.scale.raw(),
-                                        std::min(slab, M - r0), groups, GN / groups, K,
-                                        w.block_rows, out.data<float>() + r0 * GN,
-                                        wws.data<uint8_t>() + (r0 / slab) * wsb, stream(), pdl_wg);
+      taken =
+          kernels::skinny_wg_linear(x.data<float>() + r0 * groups * K, w.w.raw(), w.scale.raw(),
+                                    std::min(slab, M - r0), groups, GN / groups, K, w.block_rows,
+                                    out.data<float>() + r0 * GN, wws.raw(), stream(), pdl_wg);
     if (taken) return launched(op);
     // A refusal depends on the layout and the slab's rows only: the first slab refuses or none.
     DI_RETURN_IF_ERROR(launched(op));  // a failed launch is an error; a refusal falls through
