@@ -92,81 +92,6 @@ __device__ __forceinline__ uint32_t cvt2(uint32_t two, float f) {
   return *reinterpret_cast<const uint32_t*>(&b);
 }
 
-// d += A·B, m64nNk16, A (bf16) in registers, B K-major in shared memory. The accumulator
-// operands in runs of 24 (SKWG_D24), the register lists of the asm text spelled per shape.
-#define SKWG_D8(o)                                                                            \
-  "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), \
-      "+f"(d[o + 6]), "+f"(d[o + 7])
-#define SKWG_D24(o) SKWG_D8(o), SKWG_D8(o + 8), SKWG_D8(o + 16)
-#define SKWG_IN "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
-#define SKWG_REGS24 \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23"
-#define SKWG_REGS48                                                                                \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
-  "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
-#define SKWG_REGS72                                                                                \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
-  "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%"  \
-  "49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71"
-#define SKWG_REGS96                                                                                \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
-  "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%"  \
-  "49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%"   \
-  "72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
-template <int NB>
-__device__ __forceinline__ void mma(float (&d)[NB / 2], const uint32_t* a, uint64_t b);
-template <>
-__device__ __forceinline__ void mma<48>(float (&d)[24], const uint32_t* a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
-      "{" SKWG_REGS24
-      "}, "
-      "{%24,%25,%26,%27}, %28, p, 1, 1, 0;\n}\n"
-      : SKWG_D24(0)
-      : SKWG_IN);
-}
-template <>
-__device__ __forceinline__ void mma<96>(float (&d)[48], const uint32_t* a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
-      "{" SKWG_REGS48
-      "}, "
-      "{%48,%49,%50,%51}, %52, p, 1, 1, 0;\n}\n"
-      : SKWG_D24(0), SKWG_D24(24)
-      : SKWG_IN);
-}
-template <>
-__device__ __forceinline__ void mma<144>(float (&d)[72], const uint32_t* a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 "
-      "{" SKWG_REGS72
-      "}, "
-      "{%72,%73,%74,%75}, %76, p, 1, 1, 0;\n}\n"
-      : SKWG_D24(0), SKWG_D24(24), SKWG_D24(48)
-      : SKWG_IN);
-}
-template <>
-__device__ __forceinline__ void mma<192>(float (&d)[96], const uint32_t* a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
-      "{" SKWG_REGS96
-      "}, "
-      "{%96,%97,%98,%99}, %100, p, 1, 1, 0;\n}\n"
-      : SKWG_D24(0), SKWG_D24(24), SKWG_D24(48), SKWG_D24(72)
-      : SKWG_IN);
-}
-#undef SKWG_REGS96
-#undef SKWG_REGS72
-#undef SKWG_REGS48
-#undef SKWG_REGS24
-#undef SKWG_IN
-#undef SKWG_D24
-#undef SKWG_D8
-
 // x [M, G·K] → the B image (see the header of this file). Grid: G · K / 64 CTAs (one chunk
 // each), 256 threads; thread item (m, q): token m's pair q of the chunk, its three planes.
 template <int NB>
@@ -295,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
         wg_fence();
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-          mma<NB>(acc, Ab + 4 * k, wg_desc(sbase + slot * kSlotBytes + 32 * k, 16, 1024));
+          mma_rs<NB>(acc, Ab + 4 * k, wg_desc(sbase + slot * kSlotBytes + 32 * k, 16, 1024));
         wg_commit();
         wg_wait<1>();  // chunk i − 1's wgmmas are done: its slot and its A buffer are free
         reg_fence(A[(r & 1) ^ 1]);
