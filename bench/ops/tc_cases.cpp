@@ -5,16 +5,18 @@
 // partials are not counted). The fp32 products of the hyper-connection mixing (Backend::matmul)
 // are timed as "matmul_fixed" (--batch-invariant; config 4 = the session-4 tile kernel) against
 // "matmul cuBLAS" (the default mode).
+#include "tc_cases.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
 
-#include "backend/cuda/kernels.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.h"
+#include "backend/cuda/linear_tc_wg.h"
 #include "device_fill.h"
-#include "tc_cases.h"
 
 namespace deepinfer::bench_ops {
 namespace {
@@ -171,7 +173,10 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
     const bool want_small = only.empty() || std::string("small ").append(l.name).find(only) != std::string::npos;
     const bool want_wa = only.empty() || std::string("wa ").append(l.name).find(only) != std::string::npos;
     const bool want_wa2 = only.empty() || std::string("wa2 x1 ").append(l.name).find(only) != std::string::npos;
-    if (!want_tc && !want_wq && !want_gemv && !want_small && !want_wa && !want_wa2) continue;
+    const bool want_wg =
+        only.empty() || std::string("wg ").append(l.name).find(only) != std::string::npos;
+    if (!want_tc && !want_wq && !want_gemv && !want_small && !want_wa && !want_wa2 && !want_wg)
+      continue;
     const int64_t GN = l.groups * l.N, K = l.K;
     DI_ASSIGN_OR_RETURN(Weight w, make_weight(ctx, l.fmt, GN, K));
     DI_ASSIGN_OR_RETURN(Tensor x, ctx.randn({M, l.groups * K}));
@@ -309,6 +314,33 @@ Status tc_phase(BenchContext& ctx, const ModelDims& m, int64_t M, const std::str
                                           /*pdl=*/true, /*fused_reduce=*/plan == 1);
               return cudaGetLastError() == cudaSuccess ? OkStatus()
                                                        : Internal("linear_tc_wr launch failed");
+            });
+      }
+    }
+    // Session 18: linear_tc_wg (linear_tc_wg.h, DEEPINFER_LINEAR_WG): linear_tc's bits on
+    // warpgroup MMA (bf16 / e4m3), the batch-invariant split, PDL launches (x split, product,
+    // split sums) as CudaBackend::linear makes them; compare with the "small" rows (what
+    // --batch-invariant ran at 17..64 rows before).
+    if (want_wg && M <= cuda::kernels::kLinearTcWgMaxRows) {
+      const int64_t k_split =
+          cuda::kernels::linear_tc_k_split(M, GN, K, bc, /*batch_invariant=*/true);
+      if (cuda::kernels::linear_tc_wg_supported(l.fmt, w.w.raw(), x.data<float>(), M, l.N, K,
+                                                l.groups, w.block_cols, k_split)) {
+        DI_ASSIGN_OR_RETURN(
+            Tensor ws,
+            ctx.zeros(DType::kU8, {static_cast<int64_t>(cuda::kernels::linear_tc_wg_workspace_bytes(
+                                      M, l.N, K, l.groups, k_split))}));
+        ctx.measure(
+            phase,
+            cat("wg ", l.name, " (", std::to_string((K + k_split - 1) / k_split), " splits)"),
+            shape, bytes, flops, [&] {
+              return cuda::kernels::linear_tc_wg(l.fmt, x.data<float>(), w.w.raw(), scale, false, M,
+                                                 l.N, K, l.groups, w.block_rows, k_split,
+                                                 out.data<float>(), ws.raw(), ctx.stream(),
+                                                 /*pdl=*/true) &&
+                             cudaGetLastError() == cudaSuccess
+                         ? OkStatus()
+                         : Internal("linear_tc_wg launch failed");
             });
       }
     }

@@ -146,6 +146,14 @@ struct Env {
   //   (cuda/linear_tc_wa.h: the same bits — linear_tc's —, the weight rows loaded straight into
   //   registers); 0 keeps linear_tc_wa.
   int linear_wr = 1;
+  // DEEPINFER_LINEAR_WG: 0 | 1..64 (default 17) — under --batch-invariant, the bf16 and e4m3
+  //   products from this many rows up to DEEPINFER_LINEAR_WG_MAX_ROWS run on linear_tc_wg
+  //   (cuda/linear_tc_wg.h: linear_tc's bits on warpgroup MMA, the weight rows in registers, x's
+  //   terms bulk-copied per 64-k chunk); 0 = off (linear_tc_small / linear_tc, the same bits).
+  int linear_wg = 17;
+  // DEEPINFER_LINEAR_WG_MAX_ROWS: 64..2048 (default 64) — the largest M linear_tc_wg takes, in
+  //   slabs of 64 rows (each slab re-reads the weight).
+  int linear_wg_max_rows = 64;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
   //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
   //   0 runs the separate reduce launch.

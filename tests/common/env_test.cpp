@@ -144,6 +144,29 @@ TEST_F(EnvTest, SessionSeventeenSwitches) {  // DEEPINFER_LINEAR_WR, DEEPINFER_D
   unsetenv("DEEPINFER_LINEAR_WR");
 }
 
+TEST_F(EnvTest, SessionEighteenSwitches) {  // DEEPINFER_LINEAR_WG, DEEPINFER_LINEAR_WG_MAX_ROWS
+  unsetenv("DEEPINFER_LINEAR_WG");
+  unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
+  EXPECT_EQ(Env::from_process().linear_wg, 17);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 64);
+  setenv("DEEPINFER_LINEAR_WG", "0", 1);
+  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "384", 1);
+  EXPECT_EQ(Env::from_process().linear_wg, 0);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 384);
+  setenv("DEEPINFER_LINEAR_WG", "1", 1);
+  EXPECT_EQ(Env::from_process().linear_wg, 1);
+  setenv("DEEPINFER_LINEAR_WG", "65", 1);           // warned, default kept
+  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "63", 1);  // warned, default kept
+  EXPECT_EQ(Env::from_process().linear_wg, 17);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 64);
+  setenv("DEEPINFER_LINEAR_WG", "x", 1);
+  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "2049", 1);
+  EXPECT_EQ(Env::from_process().linear_wg, 17);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 64);
+  unsetenv("DEEPINFER_LINEAR_WG");
+  unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
+}
+
 TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0
   unsetenv("DEEPINFER_SIDE_STREAM");
   EXPECT_TRUE(Env::from_process().side_stream);

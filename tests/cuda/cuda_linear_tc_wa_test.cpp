@@ -9,6 +9,7 @@
 // linear_tc_wr (the weight rows in registers), bitwise against linear_tc the same way.
 // Every bitwise comparison also prints how many elements differ and by how many ulps at most
 // (the question the H200 answers: are the tensor core's sums the same under transposition?).
+// Session 18: linear_tc_wg (warpgroup MMA, 1..64 rows), bitwise against linear_tc the same way.
 // BareMmaChainsGiveTheSameBitsTransposed asks it of bare MMA chains (no kernel plumbing), and
 // ShortE4m3DecodeEqualsLinearTcsOnTheDevice checks the w3 decode on every e4m3 code.
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_wa.h"
+#include "backend/cuda/linear_tc_wg.h"
 #include "common/env.h"
 #include "device_pair.h"
 #include "memset_sync.h"
@@ -316,14 +318,16 @@ TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
     const backend::Weight dw = upload_weight(hw);
     const int fmt = fmt_code(c.f);
     const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
-    const Pair dx = on_device(randn({64, G * K}));
+    const Pair dx = on_device(randn({100, G * K}));
     for (bool bi : {true, false}) {
       CudaBackend* be = bi ? bi_.get() : gpu_.get();
       // Session 15: also M = 20, 33, 64 (linear_tc_small's rows: linear_tc's bits too).
-      for (int64_t M : {1, 5, 9, 16, 20, 33, 64}) {
+      // Session 18: M = 100 under --batch-invariant (linear_tc_wg in 64-row slabs).
+      for (int64_t M : {1, 5, 9, 16, 20, 33, 64, 100}) {
+        if (!bi && M > 64) continue;
         if (!bi && M <= kernels::kGemvMaxRows) continue;  // the GEMV's rows in the default mode
         if (bi && M == 9) continue;
-        if (M > 16 && name == "head (bf16)") continue;  // the head's own cuBLAS path (default mode)
+        if (!bi && M > 16 && name == "head (bf16)") continue;  // the head's cuBLAS path (default)
         const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, bc, bi);
         auto ref = be->alloc(DType::kF32, {M, GN});
         auto got = be->alloc(DType::kF32, {M, GN});
@@ -792,6 +796,112 @@ TEST_F(CudaLinearTcWa, WrRefusesWhatItCannotTake) {
   EXPECT_FALSE(
       kernels::linear_tc_wr_supported(1, w16, x16 + 2, 1, 16, 1024, 1, 128, 128));  // x alignment
   EXPECT_FALSE(kernels::linear_tc_wr_supported(1, w16, x16, 1, 16, 1024, 0, 128, 128));  // no group
+  cudaFree(x16);
+  cudaFree(w16);
+}
+
+// Session 18: linear_tc_wg (warpgroup MMA) against linear_tc, bitwise, at every bf16 / e4m3 shape
+// of cases() it takes plus odd ones (partial 128-row tiles and warps, groups, f32 scales with
+// 64-row blocks, ±inf / NaN in x), M from 1 to 64 (every B width: 16, 32, 48, 64 columns),
+// the batch-invariant split, the default mode's, the whole K and 256-k splits, PDL on and off.
+TEST_F(CudaLinearTcWa, WgIsBitwiseLinearTcAtModelShapes) {
+  std::vector<ShapeCase> wg_cases;
+  for (const ShapeCase& c : cases())
+    if (fmt_code(c.f) != 2 && c.K % 128 == 0) wg_cases.push_back(c);
+  wg_cases.push_back(
+      {"odd wg fp8: 300 rows (a partial tile), K 1280", Fmt::kFp8, 1, 300, 1280, true});
+  wg_cases.push_back(
+      {"odd wg fp8 f32 scales: 3 groups of 50 rows, K 384", Fmt::kFp8F32Scale, 3, 50, 384, false});
+  wg_cases.push_back({"odd wg bf16: 2 groups of 77 rows, K 640", Fmt::kBf16, 2, 77, 640, true});
+  ASSERT_GE(wg_cases.size(), 14u);
+  uint64_t wseed = seed_ ^ 0x51ed270bu;
+  int compared = 0;
+  const int64_t rows_to_try[] = {64, 17, 32, 33, 48, 1, 16};
+  for (const ShapeCase& c : wg_cases) {
+    const int64_t G = c.G, N = c.N, K = c.K, GN = G * N;
+    const int fmt = fmt_code(c.f);
+    backend::Weight hw;
+    fast_weight(c.f, GN, K, ++wseed * 0x2545F4914F6CDD1DULL, &hw);
+    const backend::Weight dw = upload_weight(hw);
+    const int64_t bc = fmt == 0 ? 0 : hw.block_cols;
+    const Tensor x = randn({64, G * K}, c.nonfinite_x);
+    const Pair dx = on_device(x);
+    const bool head = std::string(c.name) == "head (bf16)";
+    for (int64_t M : rows_to_try) {
+      if (head && M != 64 && M != 33 && M != 17) continue;  // the 1 GB head: three widths
+      std::vector<int64_t> splits_to_try = {kernels::linear_tc_k_split(M, GN, K, bc, true)};
+      for (int64_t ks : {kernels::linear_tc_k_split(M, GN, K, bc, false), K, int64_t{256}})
+        if (!head &&
+            std::find(splits_to_try.begin(), splits_to_try.end(), ks) == splits_to_try.end())
+          splits_to_try.push_back(ks);
+      for (int64_t k_split : splits_to_try) {
+        ASSERT_TRUE(kernels::linear_tc_wg_supported(fmt, dw.w.raw(), dx.dev.data<float>(), M, N, K,
+                                                    G, hw.block_cols, k_split))
+            << c.name << " M " << M << " k_split " << k_split;
+        Tensor ref_h;
+        run_ref(c, hw, dw, dx, M, k_split, &ref_h);
+        const int64_t splits = (K + k_split - 1) / k_split;
+        for (bool pdl : {true, false}) {
+          if (head && !pdl) continue;
+          Tensor got, unused;
+          nan_filled(M, GN, 1, &got, &unused);
+          auto ws = bi_->alloc(
+              DType::kU8,
+              {static_cast<int64_t>(kernels::linear_tc_wg_workspace_bytes(M, N, K, G, k_split))});
+          ASSERT_TRUE(ws.ok());
+          ASSERT_EQ(testing::memset_sync(ws->raw(), 0xFF, static_cast<size_t>(ws->numel())),
+                    cudaSuccess);
+          ASSERT_TRUE(kernels::linear_tc_wg(
+              fmt, dx.dev.data<float>(), dw.w.raw(), fmt == 0 ? nullptr : dw.scale.raw(),
+              c.f == Fmt::kFp8F32Scale, M, N, K, G, hw.block_rows, k_split, got.data<float>(),
+              ws->raw(), bi_->stream(), pdl));
+          ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+          ASSERT_TRUE(bi_->synchronize().ok());
+          const Tensor got_h = to_host(got);
+          const std::string what =
+              std::string("wg vs linear_tc, ") + c.name + " " + fmt_name(c.f) +
+              " M=" + std::to_string(M) + " k_split=" + std::to_string(k_split) + " (" +
+              std::to_string(splits) + " splits)" + (pdl ? "" : ", plain launch");
+          print_diff(what, got_h, ref_h);
+          expect_same_bits(what.c_str(), got_h, ref_h, seed_);
+          ++compared;
+        }
+      }
+    }
+  }
+  std::printf("wg: %d bitwise comparisons\n", compared);
+  EXPECT_GE(compared, 250);
+}
+
+TEST_F(CudaLinearTcWa, WgRefusesWhatItCannotTake) {
+  float* x16 = nullptr;
+  uint8_t* w16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&x16, 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&w16, 4096), cudaSuccess);
+  EXPECT_TRUE(kernels::linear_tc_wg_supported(1, w16, x16, 64, 30, 1024, 1, 128, 128));
+  EXPECT_TRUE(kernels::linear_tc_wg_supported(0, w16, x16, 1, 7, 4096, 8, 0, 4096));
+  EXPECT_TRUE(
+      kernels::linear_tc_wg_supported(0, w16, x16, 33, 16, 1024, 1, 0, 8192));  // k_split > K
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(2, w16, x16, 1, 16, 1024, 1, 128, 128));   // FP4
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(3, w16, x16, 1, 16, 1024, 1, 128, 128));   // f32
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(1, w16, x16, 65, 16, 1024, 1, 128, 128));  // M > 64
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(1, w16, x16, 0, 16, 1024, 1, 128, 128));
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(1, w16, x16, 1, 16, 1088, 1, 128, 128));  // K % 128
+  EXPECT_FALSE(
+      kernels::linear_tc_wg_supported(1, w16, x16, 1, 16, 1024, 1, 64, 128));  // block cols
+  EXPECT_FALSE(
+      kernels::linear_tc_wg_supported(1, w16, x16, 1, 16, 1024, 1, 128, 192));  // split % 128
+  EXPECT_FALSE(
+      kernels::linear_tc_wg_supported(1, w16 + 8, x16, 1, 16, 1024, 1, 128, 128));  // w align
+  EXPECT_FALSE(
+      kernels::linear_tc_wg_supported(1, w16, x16 + 2, 1, 16, 1024, 1, 128, 128));       // x align
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(1, w16, x16, 1, 16, 1024, 0, 128, 128));  // no group
+  EXPECT_FALSE(kernels::linear_tc_wg_supported(1, w16, x16, 1, 0, 1024, 1, 128, 128));   // no rows
+  // A refusal launches nothing and says so.
+  EXPECT_FALSE(kernels::linear_tc_wg(1, x16, w16, w16, false, 65, 16, 1024, 1, 128, 128, x16, w16,
+                                     bi_->stream(), true));
+  EXPECT_FALSE(kernels::linear_tc_wg(1, x16, w16, nullptr, false, 8, 16, 1024, 1, 128, 128, x16,
+                                     w16, bi_->stream(), true));  // e4m3 without scales
   cudaFree(x16);
   cudaFree(w16);
 }

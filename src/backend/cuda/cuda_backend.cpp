@@ -18,6 +18,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_tc_small.h"
 #include "backend/cuda/linear_tc_wa.h"
+#include "backend/cuda/linear_tc_wg.h"
 #include "backend/cuda/moe_tc.h"
 #include "backend/cuda/prefill_gemm.h"
 #include "backend/cuda/sampling.h"
@@ -798,6 +799,29 @@ Status CudaBackend::linear(const Tensor& x, const backend::Weight& w, Tensor& ou
       (st_->batch_invariant || M >= tc_min_rows)) {
     const int64_t k_split = kernels::linear_tc_k_split(M, GN, K, fmt != 0 ? w.block_cols : 0,
                                                        st_->batch_invariant);
+    // Session 18 (DEEPINFER_LINEAR_WG, linear_tc_wg.h): under --batch-invariant, bf16 / e4m3
+    // products of linear_wg..linear_wg_max_rows rows on warpgroup MMA with linear_tc's bits, in
+    // slabs of 64 rows. One workspace serves every slab: a slab's x split writes it only after
+    // griddepcontrol.wait, i.e. after the previous slab's product and split sums have finished.
+    if (static const int wg_min = env().linear_wg, wg_max = env().linear_wg_max_rows;
+        st_->batch_invariant && wg_min > 0 && M >= wg_min && M <= wg_max &&
+        kernels::linear_tc_wg_supported(fmt, w.w.raw(), x.data<float>(),
+                                        std::min(M, kernels::kLinearTcWgMaxRows), GN / groups, K,
+                                        groups, w.block_cols, k_split)) {
+      const int64_t slab = kernels::kLinearTcWgMaxRows;
+      const auto wsb = static_cast<int64_t>(kernels::linear_tc_wg_workspace_bytes(
+          std::min(M, slab), GN / groups, K, groups, k_split));
+      DI_ASSIGN_OR_RETURN(Tensor wws, empty(DType::kU8, {wsb}));
+      static const bool pdl_wg = env().gemv_pdl;
+      for (int64_t r0 = 0; r0 < M; r0 += slab)
+        if (!kernels::linear_tc_wg(fmt, x.data<float>() + r0 * groups * K, w.w.raw(),
+                                   fmt == 0 ? nullptr : w.scale.raw(), scale_f32,
+                                   std::min(slab, M - r0), GN / groups, K, groups, w.block_rows,
+                                   k_split, out.data<float>() + r0 * GN, wws.raw(), stream(),
+                                   pdl_wg))
+          return Internal("linear: linear_tc_wg refused a slab it had taken");
+      return launched(op);
+    }
     // Split partials in slabs of rows (the workspace of one launch bounded; rows independent).
     const int64_t slab = kernels::linear_tc_slab_rows(M, GN, K, k_split);
     Tensor ws;
