@@ -47,6 +47,9 @@ const bool kSelectW = [] {
   setenv("DEEPINFER_SMALL_LINEAR", "w", 0);
   setenv("DEEPINFER_HEAD_BLAS", "0", 1);
   setenv("DEEPINFER_DENSE_WG", "0", 1);  // session 16: e4m3 at 17..64 rows on skinny_wg otherwise
+  // Session 19: linear_tc_wg up to 128 rows, so BackendLinearKeepsLinearTcBits' 100 rows run it in
+  // two slabs (64 + 36) that share one workspace.
+  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "128", 1);
   return true;
 }();
 
@@ -322,7 +325,7 @@ TEST_F(CudaLinearTcWa, BackendLinearKeepsLinearTcBits) {
     for (bool bi : {true, false}) {
       CudaBackend* be = bi ? bi_.get() : gpu_.get();
       // Session 15: also M = 20, 33, 64 (linear_tc_small's rows: linear_tc's bits too).
-      // Session 18: M = 100 under --batch-invariant (linear_tc_wg in 64-row slabs).
+      // Session 18: M = 100 under --batch-invariant (linear_tc_wg in 64-row slabs: 64 + 36).
       for (int64_t M : {1, 5, 9, 16, 20, 33, 64, 100}) {
         if (!bi && M > 64) continue;
         if (!bi && M <= kernels::kGemvMaxRows) continue;  // the GEMV's rows in the default mode
