@@ -157,32 +157,15 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
   constexpr int kSlotBytes = 3 * kTermBytes;
   constexpr int kEb = kFmt == 0 ? 2 : 1;  // bytes per weight element
   extern __shared__ uint8_t tcg_smem[];
-  const uint32_t raw = tc::smem_u32(tcg_smem);
-  uint8_t* base = tcg_smem + (((raw + 1023u) & ~1023u) - raw) + 1024;
-  uint64_t* full = reinterpret_cast<uint64_t*>(base - 1024);
-  int* released = reinterpret_cast<int*>(full + kSlots);
   const int tid = threadIdx.x;
   const int z = static_cast<int>(blockIdx.x) % a.S;
   const int item = static_cast<int>(blockIdx.x) / a.S;
   const int j = item / a.tiles, tile = item % a.tiles;
   const int k_begin = z * a.k_split;
   const int nch = (min(a.K, k_begin + a.k_split) - k_begin) / kChunkK;  // even
-  if (tid == 0) {
-    for (int s = 0; s < kSlots; ++s) {
-      tcr::mbar_init(&full[s], 1);
-      released[s] = 0;
-    }
-    tcr::mbar_fence_init();
-  }
-  __syncthreads();
-  const uint8_t* src = a.img + (static_cast<int64_t>(j) * (a.K / kChunkK) + k_begin / kChunkK) *
-                                   static_cast<int64_t>(kSlotBytes);
-  auto copy_chunk = [&](int i) {  // one thread: chunk i of the split into slot i % kSlots
-    const int s = i % kSlots;
-    tcr::mbar_arrive_expect(&full[s], kSlotBytes);
-    tcr::bulk_g2s(base + s * kSlotBytes, src + static_cast<int64_t>(i) * kSlotBytes, kSlotBytes,
-                  &full[s]);
-  };
+  tcr::SlotRing<kSlots, kSlotBytes> ring(tcg_smem);
+  ring.src = a.img + (static_cast<int64_t>(j) * (a.K / kChunkK) + k_begin / kChunkK) *
+                         static_cast<int64_t>(kSlotBytes);
 
   const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
   const int rl = tile * kRowsPerCta + wg * 64 + warp * 16 + g;  // row g within the group
@@ -224,15 +207,13 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
   for (int r = 0; r < R; ++r)
     if (r < nch) load(r, r);
   pdl::wait();  // the image (the previous launch) and out (earlier readers) from here on
-  if (tid == 0)
-    for (int i = 0; i < kSlots && i < nch; ++i) copy_chunk(i);
+  if (tid == 0) ring.prime(nch);
 
   float acc[NB / 2], part[NB / 2];
 #pragma unroll
   for (int e = 0; e < NB / 2; ++e) acc[e] = 0.f, part[e] = 0.f;
   uint32_t A[2][16];
   uint32_t scw[2] = {0u, 0u};  // raw scale words of the current block (e4m3)
-  const uint32_t sbase = tc::smem_u32(base);
 #pragma unroll 1
   for (int ib = 0; ib < nch; ib += R) {
 #pragma unroll
@@ -248,15 +229,13 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
         uint32_t(&Ab)[16] = A[r & 1];
         to_a<kFmt>(wq[r], Ab);
         if (i + R < nch) load(r, i + R);
-        const int slot = i % kSlots;
-        tcr::mbar_wait(&full[slot], static_cast<uint32_t>((i / kSlots) & 1));
+        const uint32_t slot = ring.wait(i);
         wg_fence();
 #pragma unroll
         for (int s = 0; s < 4; ++s)
 #pragma unroll
           for (int t = tcr::kTerms - 1; t >= 0; --t)
-            mma_rs<NB>(part, Ab + 4 * s,
-                       wg_desc(sbase + slot * kSlotBytes + t * kTermBytes + 32 * s, 16, 1024));
+            mma_rs<NB>(part, Ab + 4 * s, wg_desc(slot + t * kTermBytes + 32 * s, 16, 1024));
         wg_commit();
       }
       // The block's partial is complete once its wgmmas retire.
@@ -267,9 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
       const int i1 = ib + rb + 1;
       if ((tid & 127) == 0) {  // this warpgroup is done with chunks i1 − 1 and i1
 #pragma unroll
-        for (int c = i1 - 1; c <= i1; ++c)
-          if ((atomicAdd(&released[c % kSlots], 1) & 1) != 0 && c + kSlots < nch)
-            copy_chunk(c + kSlots);  // the other warpgroup released it before
+        for (int c = i1 - 1; c <= i1; ++c) ring.release(c, nch);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -140,33 +140,15 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
   constexpr int R = ring_depth<NB>();
   constexpr int kSlotBytes = NB * 128;
   extern __shared__ uint8_t skwg_smem[];
-  // 1024-byte aligned base for the swizzled slots; the barriers in the 1024 bytes before it.
-  const uint32_t raw = tc::smem_u32(skwg_smem);
-  uint8_t* base = skwg_smem + (((raw + 1023u) & ~1023u) - raw) + 1024;
-  uint64_t* full = reinterpret_cast<uint64_t*>(base - 1024);
-  int* released = reinterpret_cast<int*>(full + kSlots);  // per slot: warpgroup releases so far
   const int tid = threadIdx.x;
   const int z = static_cast<int>(blockIdx.x) % a.S;
   const int item = static_cast<int>(blockIdx.x) / a.S;
   const int j = item / a.tiles, tile = item % a.tiles;
   const int c0 = z * a.nch;  // first chunk of the slice (of the group's K / 64)
   const int nch = a.nch;
-  if (tid == 0) {
-    for (int q = 0; q < kSlots; ++q) {
-      tcr::mbar_init(&full[q], 1);
-      released[q] = 0;
-    }
-    tcr::mbar_fence_init();
-  }
-  __syncthreads();
-  const uint8_t* src =
+  tcr::SlotRing<kSlots, kSlotBytes> ring(skwg_smem);
+  ring.src =
       a.bimg + (static_cast<int64_t>(j) * (a.K / kChunkK) + c0) * static_cast<int64_t>(kSlotBytes);
-  auto copy_chunk = [&](int i) {  // one thread: chunk i of the slice into slot i % kSlots
-    const int q = i % kSlots;
-    tcr::mbar_arrive_expect(&full[q], kSlotBytes);
-    tcr::bulk_g2s(base + q * kSlotBytes, src + static_cast<int64_t>(i) * kSlotBytes, kSlotBytes,
-                  &full[q]);
-  };
 
   const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int rl = tile * kRowsPerCta + wg * 64 + warp * 16 + g;  // row g within the group
@@ -190,14 +172,12 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
   for (int r = 0; r < R; ++r)
     if (r < nch) load(r, r);
   pdl::wait();  // the B image (the split kernel) and out (earlier readers) from here on
-  if (tid == 0)
-    for (int i = 0; i < kSlots && i < nch; ++i) copy_chunk(i);
+  if (tid == 0) ring.prime(nch);
 
   float acc[NB / 2];
 #pragma unroll
   for (int i = 0; i < NB / 2; ++i) acc[i] = 0.f;
   uint32_t A[2][16];
-  const uint32_t sbase = tc::smem_u32(base);
 #pragma unroll 1
   for (int ib = 0; ib < nch; ib += R) {
 #pragma unroll
@@ -215,19 +195,14 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
           Ab[4 * k + 3] = cvt2(w8 >> 16, f8);
         }
         if (i + R < nch) load(r, i + R);
-        const int slot = i % kSlots;
-        tcr::mbar_wait(&full[slot], static_cast<uint32_t>((i / kSlots) & 1));
+        const uint32_t slot = ring.wait(i);
         wg_fence();
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
-          mma_rs<NB>(acc, Ab + 4 * k, wg_desc(sbase + slot * kSlotBytes + 32 * k, 16, 1024));
+        for (int k = 0; k < 4; ++k) mma_rs<NB>(acc, Ab + 4 * k, wg_desc(slot + 32 * k, 16, 1024));
         wg_commit();
         wg_wait<1>();  // chunk i − 1's wgmmas are done: its slot and its A buffer are free
         reg_fence(A[(r & 1) ^ 1]);
-        if (i >= 1 && (tid & 127) == 0) {  // this warpgroup is done with chunk i − 1's slot
-          if ((atomicAdd(&released[(i - 1) % kSlots], 1) & 1) != 0 && i - 1 + kSlots < nch)
-            copy_chunk(i - 1 + kSlots);  // the other warpgroup released it before
-        }
+        if (i >= 1 && (tid & 127) == 0) ring.release(i - 1, nch);  // done with chunk i − 1
       }
     }
   }
@@ -240,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args a) {
   // Epilogue: accumulators → staging [128 rows][NB + 1] (the ring's bytes: every copy landed and
   // every wgmma retired once all threads pass the barrier).
   __syncthreads();
-  float* stg = reinterpret_cast<float*>(base);
+  float* stg = reinterpret_cast<float*>(ring.base);
   const int lr = wg * 64 + warp * 16 + g;
 #pragma unroll
   for (int jj = 0; jj < NB / 8; ++jj) {

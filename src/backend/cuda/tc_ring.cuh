@@ -48,6 +48,58 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
       : "memory");
 }
 
+// The bulk-copy slot ring of the two-warpgroup wgmma kernels (skinny_wg.cu, linear_tc_wg.cu):
+// kSlots shared-memory slots of kSlotBytes, 1024-byte aligned (wgmma's 128-byte swizzle), each
+// with an mbarrier and a release count in the 1024 bytes before the first slot. Chunk i of the
+// CTA's slice (src + i · kSlotBytes in global memory) goes to slot i % kSlots; when both
+// warpgroups have released chunk c, the second to release it copies chunk c + kSlots there.
+// Dynamic shared memory: 2048 + kSlots · kSlotBytes bytes (barriers and alignment).
+template <int kSlots, int kSlotBytes>
+struct SlotRing {
+  uint8_t* base;
+  uint64_t* full;
+  int* released;                 // per slot: warpgroup releases so far
+  const uint8_t* src = nullptr;  // chunk 0 of the CTA's slice (set before the first copy)
+
+  // Every thread of the CTA (thread 0 initialises the barriers; one __syncthreads).
+  __device__ __forceinline__ explicit SlotRing(uint8_t* smem) {
+    const uint32_t raw = tc::smem_u32(smem);
+    base = smem + (((raw + 1023u) & ~1023u) - raw) + 1024;
+    full = reinterpret_cast<uint64_t*>(base - 1024);
+    released = reinterpret_cast<int*>(full + kSlots);
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kSlots; ++s) {
+        mbar_init(&full[s], 1);
+        released[s] = 0;
+      }
+      mbar_fence_init();
+    }
+    __syncthreads();
+  }
+  // One thread: chunk i into slot i % kSlots.
+  __device__ __forceinline__ void copy(int i) const {
+    const int s = i % kSlots;
+    mbar_arrive_expect(&full[s], kSlotBytes);
+    bulk_g2s(base + s * kSlotBytes, src + static_cast<int64_t>(i) * kSlotBytes, kSlotBytes,
+             &full[s]);
+  }
+  // One thread, after griddepcontrol.wait: the first min(kSlots, nch) chunks.
+  __device__ __forceinline__ void prime(int nch) const {
+    for (int i = 0; i < kSlots && i < nch; ++i) copy(i);
+  }
+  // Waits for chunk i; returns its slot's shared-memory address.
+  __device__ __forceinline__ uint32_t wait(int i) const {
+    const int s = i % kSlots;
+    mbar_wait(&full[s], static_cast<uint32_t>((i / kSlots) & 1));
+    return tc::smem_u32(base) + s * kSlotBytes;
+  }
+  // One thread per warpgroup, once the warpgroup's wgmmas on chunk c have retired.
+  __device__ __forceinline__ void release(int c, int nch) const {
+    if ((atomicAdd(&released[c % kSlots], 1) & 1) != 0 && c + kSlots < nch)
+      copy(c + kSlots);  // the other warpgroup released it before
+  }
+};
+
 // Arrive on `bar` once every cp.async this thread issued so far has landed (the arrival is not
 // counted in advance: the barrier's count includes it).
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
