@@ -178,7 +178,7 @@ Env Env::from_process() {
            std::to_string(e.dense_wg_max_rows));
   read_int("DEEPINFER_LINEAR_WR", 0, 1, &e.linear_wr, std::to_string(e.linear_wr));
   read_int("DEEPINFER_LINEAR_WG", 0, 64, &e.linear_wg, std::to_string(e.linear_wg));
-  read_int("DEEPINFER_LINEAR_WG_MAX_ROWS", 64, 2048, &e.linear_wg_max_rows,
+  read_int("DEEPINFER_LINEAR_WG_MAX_ROWS", 64, 65536, &e.linear_wg_max_rows,
            std::to_string(e.linear_wg_max_rows));
   if (auto v = get("DEEPINFER_SPIN_WAIT")) {
     if (*v == "0" || *v == "1" || *v == "2")

@@ -151,10 +151,10 @@ struct Env {
   //   (cuda/linear_tc_wg.h: linear_tc's bits on warpgroup MMA, the weight rows in registers, x's
   //   terms bulk-copied per 64-k chunk); 0 = off (linear_tc_small / linear_tc, the same bits).
   int linear_wg = 17;
-  // DEEPINFER_LINEAR_WG_MAX_ROWS: 64..2048 (default 2048) — the largest M linear_tc_wg takes, in
+  // DEEPINFER_LINEAR_WG_MAX_ROWS: 64..65536 (default 65536) — the largest M linear_tc_wg takes, in
   //   slabs of 64 rows (each slab re-reads the weight; H200, session 19: at 96 / 128 decode rows
-  //   and 128 / 2048-row prefills the slabs beat linear_tc_small / linear_tc).
-  int linear_wg_max_rows = 2048;
+  //   and 128..8,192-row prefills the slabs beat linear_tc_small / linear_tc); above it linear_tc.
+  int linear_wg_max_rows = 65536;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
   //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
   //   0 runs the separate reduce launch.

@@ -148,7 +148,7 @@ TEST_F(EnvTest, SessionEighteenSwitches) {  // DEEPINFER_LINEAR_WG, DEEPINFER_LI
   unsetenv("DEEPINFER_LINEAR_WG");
   unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
   EXPECT_EQ(Env::from_process().linear_wg, 17);
-  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 2048);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 65536);
   setenv("DEEPINFER_LINEAR_WG", "0", 1);
   setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "384", 1);
   EXPECT_EQ(Env::from_process().linear_wg, 0);
@@ -158,11 +158,11 @@ TEST_F(EnvTest, SessionEighteenSwitches) {  // DEEPINFER_LINEAR_WG, DEEPINFER_LI
   setenv("DEEPINFER_LINEAR_WG", "65", 1);           // warned, default kept
   setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "63", 1);  // warned, default kept
   EXPECT_EQ(Env::from_process().linear_wg, 17);
-  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 2048);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 65536);
   setenv("DEEPINFER_LINEAR_WG", "x", 1);
-  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "2049", 1);
+  setenv("DEEPINFER_LINEAR_WG_MAX_ROWS", "65537", 1);
   EXPECT_EQ(Env::from_process().linear_wg, 17);
-  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 2048);
+  EXPECT_EQ(Env::from_process().linear_wg_max_rows, 65536);
   unsetenv("DEEPINFER_LINEAR_WG");
   unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
 }
