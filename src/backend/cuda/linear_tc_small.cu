@@ -105,8 +105,7 @@ void linear_tc_small(int fmt, const float* x, const void* w, const void* scale, 
   else launch_fmt<2>(a, M, grid, s, pdl, bulk, share_x, wide);
   if (splits > 1) {
     const int64_t n = M * G * N;
-    pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,
-                static_cast<const float*>(workspace), splits, n, out);
+    tcr::launch_split_sums(static_cast<const float*>(workspace), splits, n, out, s, pdl);
   }
 }
 

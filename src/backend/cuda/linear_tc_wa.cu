@@ -153,8 +153,7 @@ void linear_tc_wa(int fmt, const float* x, const void* w, const void* scale, boo
   else launch_fmt<2>(a, M, grid, s, pdl, share_x, tpw, false, false, false);
   if (splits > 1 && a.counters == nullptr) {
     const int64_t n = M * G * N;
-    pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,
-                static_cast<const float*>(workspace), splits, n, out);
+    tcr::launch_split_sums(static_cast<const float*>(workspace), splits, n, out, s, pdl);
   }
 }
 
@@ -203,8 +202,7 @@ void linear_tc_wr(const float* x, const void* w, const void* scale, bool scale_f
     wr_launch<2, 2>(a, grid, smem, s, pdl);
   if (splits > 1 && a.counters == nullptr) {
     const int64_t n = M * G * N;
-    pdl::launch(tcr::split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl,
-                static_cast<const float*>(workspace), splits, n, out);
+    tcr::launch_split_sums(static_cast<const float*>(workspace), splits, n, out, s, pdl);
   }
 }
 

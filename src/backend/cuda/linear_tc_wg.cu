@@ -289,11 +289,7 @@ void launch(const float* x, const Args& a, float* out, cudaStream_t s, bool pdl)
               pdl, x, a.M, a.K, a.G, const_cast<uint8_t*>(a.img));
   pdl::launch(kernel, dim3(static_cast<unsigned>(a.G * a.tiles * a.S)), dim3(kThreads),
               smem_bytes<NB>(), s, pdl, a);
-  if (a.S > 1) {
-    const int64_t n = a.split_stride;
-    pdl::launch(tcr::split_reduce_pdl<0>, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-                0, s, pdl, static_cast<const float*>(a.out), static_cast<int64_t>(a.S), n, out);
-  }
+  if (a.S > 1) tcr::launch_split_sums(a.out, a.S, a.split_stride, out, s, pdl);
 }
 
 // Bytes of the image, rounded up to 256 (the split partials follow it).

@@ -153,4 +153,12 @@ __global__ void __launch_bounds__(256) split_reduce_pdl(const float* __restrict_
   out[i] = v;
 }
 
+// split_reduce_pdl over n outputs (ws [splits][n] → out), a programmatic dependent of the launch
+// before it when pdl: the split-sums launch of the ring-streaming kernels.
+inline void launch_split_sums(const float* ws, int64_t splits, int64_t n, float* out,
+                              cudaStream_t s, bool pdl) {
+  pdl::launch(split_reduce_pdl<0>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl, ws, splits, n,
+              out);
+}
+
 }  // namespace deepinfer::cuda::kernels::tcr
