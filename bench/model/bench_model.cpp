@@ -20,6 +20,9 @@
 // GPU busy / idle per step, exclusive time per kernel at the clocks the model runs at, the largest
 // idle gaps; --trace-csv PREFIX writes every record to PREFIX_b<B>.csv. CUPTI is enabled from the
 // start (graphs must be captured under it), so the timed reps of a --trace run include its cost.
+// --trace-prefill: after the timed reps, one more prefill forward (and its pick) per batch size
+// under CUPTI, summarised as one step (the kernel table of a prefill); with --trace N as well, the
+// decode window follows it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +53,7 @@ int argmax(const float* row, int64_t V) {
 
 int main(int argc, char** argv) {
   int prefill = 128, decode = 64, threads = 0, reps = 3, trace_steps = 0;
+  bool trace_prefill = false;
   std::string trace_csv;
   bool batch_invariant = false, fp8_activations = false, host_argmax = false, eager = false,
        no_feed = false;
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
       no_feed = true;
     else if (a == "--trace" && i + 1 < argc) trace_steps = std::atoi(argv[++i]);
     else if (a == "--trace-csv" && i + 1 < argc) trace_csv = argv[++i];
+    else if (a == "--trace-prefill") trace_prefill = true;
     else if (a == "--batch" && i + 1 < argc) {
       batches.clear();
       std::string list = argv[++i];
@@ -86,7 +91,7 @@ int main(int argc, char** argv) {
           "usage: bench_model [--device D] [--batch 1,16] [--prefill N] [--decode N] [--reps R] "
           "[--threads T] [--batch-invariant] [--fp8-activations] [--host-argmax] [--enforce-eager] "
           "[--no-feed] "
-          "[--trace N [--trace-csv PREFIX]] [dir ...]\n");
+          "[--trace N] [--trace-prefill] [--trace-csv PREFIX] [dir ...]\n");
       return 0;
     } else dirs.push_back(a);
   }
@@ -94,7 +99,7 @@ int main(int argc, char** argv) {
     if (b < 1) { std::printf("--batch: sizes must be >= 1\n"); return 2; }
   if (trace_steps < 0) { std::printf("--trace: steps must be >= 0\n"); return 2; }
   std::unique_ptr<bench::KernelTrace> trace;
-  if (trace_steps > 0) {
+  if (trace_steps > 0 || trace_prefill) {
     std::string why;
     trace = bench::KernelTrace::open(why);
     if (!trace) { std::printf("--trace: %s\n", why.c_str()); return 2; }
@@ -269,6 +274,46 @@ int main(int argc, char** argv) {
           return 1;
         }
         std::string why;
+        if (trace_prefill) {  // one more prefill of fresh states, the whole forward in the window
+          std::vector<std::unique_ptr<model::SequenceState>> pst;
+          std::vector<model::SequenceInput> pin;
+          for (int b = 0; b < B; ++b) {
+            pst.push_back(mdl.new_sequence_state());
+            pin.push_back({std::span<const int32_t>(ids[b]), pst.back().get(), false});
+          }
+          if (!trace->begin(why) || !trace->mark(why)) {
+            std::printf("--trace-prefill: %s\n", why.c_str());
+            return 1;
+          }
+          const auto tp = std::chrono::steady_clock::now();
+          trace->note("forward begin");
+          auto pl = mdl.forward(pin);
+          if (!pl.ok()) {
+            std::printf("forward failed: %s\n", pl.status().to_string().c_str());
+            return 1;
+          }
+          std::vector<int32_t> ptok(B);
+          Picked pp;
+          if (Status s = pick(*pl, ptok, pp, false); !s.ok()) {
+            std::printf("pick failed: %s\n", s.to_string().c_str());
+            return 1;
+          }
+          const double took = seconds_since(tp);
+          if (!trace->end(why)) { std::printf("--trace-prefill: %s\n", why.c_str()); return 1; }
+          std::printf("trace of %s, batch %d: prefill of %d tokens, %.3f ms under CUPTI\n",
+                      dir.c_str(), B, B * prefill, 1e3 * took);
+          std::FILE* csv = nullptr;
+          if (!trace_csv.empty()) {
+            const std::string path = trace_csv + "_prefill_b" + std::to_string(B) + ".csv";
+            csv = std::fopen(path.c_str(), "w");
+            if (csv == nullptr) std::printf("--trace-csv: cannot write %s\n", path.c_str());
+            else std::fprintf(csv, "kind,name,start_us,end_us,graph_node\n");
+          }
+          trace->print(stdout, 1, 40, csv);
+          if (csv != nullptr) std::fclose(csv);
+          std::fflush(stdout);
+          if (trace_steps == 0) continue;
+        }
         std::chrono::steady_clock::time_point t0;
         for (int i = 0; i < 4 + trace_steps; ++i) {
           if (i == 3 && !trace->begin(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }

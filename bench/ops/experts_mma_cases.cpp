@@ -8,6 +8,7 @@
 #include <set>
 
 #include "backend/cuda/experts_mma.h"
+#include "backend/cuda/experts_wg.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
@@ -106,6 +107,11 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
   const int t8 = cuda::kernels::kExpertsMmaTileRows;
   cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, t8, perm8, perm8 + slots, perm8 + slots + E + 1,
                            flag.data<int32_t>(), ctx.stream());
+  // Session 20: experts_wg groups with its 32-token tiles.
+  DI_ASSIGN_OR_RETURN(Tensor grp32, ctx.zeros(DType::kI32, {slots + 2 * (E + 1)}));
+  int32_t* perm32 = grp32.data<int32_t>();
+  cuda::kernels::moe_group(ids_t.data<int32_t>(), slots, E, cuda::kernels::kExpertsWgTileRows, perm32,
+                           perm32 + slots, perm32 + slots + E + 1, flag.data<int32_t>(), ctx.stream());
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
     std::fprintf(stderr, "[bench_ops] CUDA error in the experts setup (B=%lld): %s\n",
                  static_cast<long long>(B), cudaGetErrorString(e));
@@ -161,8 +167,10 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     // "x 16r-12w 2st chain" = 32 (29 with 2-stage rings).
     // "x 16r-12w memonly tiled": variant 6's stream with each stage read as 2 KB contiguous bytes
     // (experts_mma_memonly 3; a probe of a per-stage tiled weight layout).
+    // Session 20: "experts wg" = experts_wg (experts_wg.h: the same bits on warpgroup MMA,
+    // 32-token tiles × 128 weight rows).
     constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4, kPickS12 = -5,
-                  kMemTiled = -6;
+                  kMemTiled = -6, kWg = -7;
     struct Variant {
       int v;
       const char* name;
@@ -207,6 +215,7 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         {kPickAuto, "experts mma pick s7 fp4 "},
         {kPickX1, "experts mma pick s10 fp4 "},
         {kPickS12, "experts mma pick auto fp4 "},
+        {kWg, "experts wg fp4 "},
     };
     for (const Variant& var : variants) {
       const char* name = var.name;
@@ -218,14 +227,21 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
                                         : var.v;
       const std::string op = std::string(name) + pr.name;
       if (!matches_only(op, only)) continue;
-      const bool ok = v == 0 ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
-                             : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
+      const bool ok =
+          var.v == kWg ? cuda::kernels::experts_wg_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32) &&
+                             cuda::kernels::experts_wg_device_ok()
+          : v == 0     ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
+                       : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
       if (!ok) {
         std::printf("%s: not supported\n", op.c_str());
         continue;
       }
       auto call = [&]() -> Status {
-        if (var.v == kMem16 || var.v == kMem32 || var.v == kMemTiled) {
+        if (var.v == kWg) {
+          cuda::kernels::experts_wg(pr.in, pr.x_rows, pr.x_div, perm32, perm32 + slots, perm32 + slots + E + 1,
+                                    slots, E, pr.w, pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out,
+                                    ctx.stream());
+        } else if (var.v == kMem16 || var.v == kMem32 || var.v == kMemTiled) {
           cuda::kernels::experts_mma_memonly(var.v == kMem16   ? 1
                                              : var.v == kMem32 ? 2
                                                                : 3,

@@ -155,6 +155,13 @@ struct Env {
   //   slabs of 64 rows (each slab re-reads the weight; H200, session 19: at 96 / 128 decode rows
   //   and 128..8,192-row prefills the slabs beat linear_tc_small / linear_tc); above it linear_tc.
   int linear_wg_max_rows = 65536;
+  // DEEPINFER_EXPERTS_WG: 0 | 1..1048576 (default 2048) — routed-expert batches of at least this
+  //   many slots run on experts_wg (cuda/experts_wg.h: experts_mma's bits on warpgroup MMA, 32-token
+  //   tiles) where the layout allows it — under --batch-invariant (the same bits as the
+  //   experts_mma kernels it replaces) and in the default mode (instead of experts_mma and, above
+  //   its decode range, the grouped GEMM moe_tc); 0 = off. H200 (session 20, bench_ops): at
+  //   2,046 slots as fast as experts_mma's pick, at 12,288 2.1× faster; at 384 slots 3.5× slower.
+  int experts_wg = 2048;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant
   //   decode) sums its k-split partials in the last CTA of each tile (same adds, one launch less);
   //   0 runs the separate reduce launch.

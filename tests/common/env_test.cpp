@@ -167,6 +167,24 @@ TEST_F(EnvTest, SessionEighteenSwitches) {  // DEEPINFER_LINEAR_WG, DEEPINFER_LI
   unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
 }
 
+TEST_F(EnvTest, SessionTwentySwitch) {  // DEEPINFER_EXPERTS_WG
+  unsetenv("DEEPINFER_EXPERTS_WG");
+  EXPECT_EQ(Env::from_process().experts_wg, 2048);
+  setenv("DEEPINFER_EXPERTS_WG", "0", 1);
+  EXPECT_EQ(Env::from_process().experts_wg, 0);
+  setenv("DEEPINFER_EXPERTS_WG", "1", 1);
+  EXPECT_EQ(Env::from_process().experts_wg, 1);
+  setenv("DEEPINFER_EXPERTS_WG", "1048576", 1);
+  EXPECT_EQ(Env::from_process().experts_wg, 1048576);
+  setenv("DEEPINFER_EXPERTS_WG", "1048577", 1);  // warned, default kept
+  EXPECT_EQ(Env::from_process().experts_wg, 2048);
+  setenv("DEEPINFER_EXPERTS_WG", "-1", 1);
+  EXPECT_EQ(Env::from_process().experts_wg, 2048);
+  setenv("DEEPINFER_EXPERTS_WG", "many", 1);
+  EXPECT_EQ(Env::from_process().experts_wg, 2048);
+  unsetenv("DEEPINFER_EXPERTS_WG");
+}
+
 TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0
   unsetenv("DEEPINFER_SIDE_STREAM");
   EXPECT_TRUE(Env::from_process().side_stream);

@@ -30,6 +30,11 @@
 //    layouts (1..8 tokens, both groupings, a token taking one expert twice, bad ids), also as
 //    picked by experts_mma_pick_s12 modes 5..9 ("x5".."x9"; auto's pick above 8 slots except modes
 //    5 and 9: 31 from 9 to 128), zero_bad_ids, and in the batch-invariance configs;
+//  - session 20: experts_wg (warpgroup MMA, 32-token tiles) memcmp-equal to experts_mma on every
+//    output at V4 shapes (1 … 700 tokens: partial and many tiles per expert, a hot expert in every
+//    token, bad ids, rows of magnitudes 2^-60 … 2^60, a zero row, a 0x00 scale) and on a small
+//    layout (3 experts top-2, N 128 / 256, K 256, up to 100 tokens: ~67 per expert); zero_bad_ids
+//    as experts_mma's;
 //  - session 7, --batch-invariant: one token's slot outputs are the same bits (memcmp) when it
 //    runs alone and in batches of 16, 64 and 2048 tokens, at other positions, with its experts
 //    in another order and one of them crowded by other tokens (several passes of 8 tokens), for
@@ -49,6 +54,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/experts_mma.h"
+#include "backend/cuda/experts_wg.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
@@ -1123,6 +1129,95 @@ TEST_F(CudaExpertsMma, BackendBatchInvariantExpertsKeepATokensBits) {
   }
 }
 
+// Session 20: experts_wg gives experts_mma's bits on every output (and leaves the same rows alone).
+TEST_F(CudaExpertsMma, WgEqualsExpertsMmaBitForBit) {
+  if (!kernels::experts_wg_device_ok()) GTEST_SKIP() << "experts_wg needs an sm_90 device";
+  struct Case {
+    const char* name;
+    int64_t E, k, gate_n, gate_k, down_n, down_k;
+    std::vector<int64_t> batches;
+  };
+  const Case cases[] = {{"V4", 256, 6, 4096, 4096, 4096, 2048, {1, 7, 64, 700}},
+                        {"small", 3, 2, 128, 256, 256, 128 * 2, {1, 5, 100}}};
+  int64_t compared = 0;
+  for (const Case& cs : cases) {
+    Set gate_up, down;
+    gate_up.P = down.P = std::min<int64_t>(cs.E, 24);
+    gate_up.N = cs.gate_n, gate_up.K = cs.gate_k;
+    down.N = cs.down_n, down.K = cs.down_k;
+    make_set(gate_up, cs.E);
+    make_set(down, cs.E);
+    if (HasFatalFailure()) return;
+    for (int64_t B : cs.batches) {
+      std::vector<int32_t> ids = route(B, cs.k, cs.E, /*hot=*/B >= 5 && cs.E > 5);
+      const int64_t slots = B * cs.k;
+      if (slots > 3) ids[slots / 2] = -1, ids[slots - 2] = static_cast<int32_t>(cs.E);  // bad ids
+      for (int proj = 0; proj < 2; ++proj) {
+        const Set& st = proj == 0 ? gate_up : down;
+        SCOPED_TRACE(std::string(cs.name) + " B=" + std::to_string(B) + (proj ? " down" : " gate_up") +
+                     ", seed " + std::to_string(seed_));
+        const int64_t x_div = proj == 0 ? cs.k : 1, x_rows = proj == 0 ? B : slots;
+        std::vector<float> x = randn(x_rows, st.K, proj == 0 ? 1.f : 0.3f);
+        for (int64_t r = 0; r < x_rows; r += 3) {  // wide row magnitudes, one zero row
+          const float f = std::ldexp(1.f, static_cast<int>(next64() % 121) - 60);
+          for (int64_t kk = 0; kk < st.K; ++kk) x[r * st.K + kk] *= f;
+        }
+        if (x_rows > 2) std::fill(x.begin() + st.K, x.begin() + 2 * st.K, 0.f);
+        DeviceBuffer dids = dev_alloc(slots * 4), g1 = dev_alloc((slots + 2 * (cs.E + 1)) * 4),
+                     g32 = dev_alloc((slots + 2 * (cs.E + 1)) * 4), flag = dev_alloc(16),
+                     dx = dev_alloc(x.size() * 4), out = dev_alloc(slots * st.N * 4),
+                     ws = dev_alloc(kernels::experts_wg_workspace_bytes(x_rows, st.K));
+        ASSERT_EQ(cudaMemcpy(dids.data(), ids.data(), slots * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(testing::memset_sync(flag.data(), 0, 16), cudaSuccess);
+        const auto* did = static_cast<const int32_t*>(dids.data());
+        auto* p1 = static_cast<int32_t*>(g1.data());
+        auto* p32 = static_cast<int32_t*>(g32.data());
+        kernels::moe_group(did, slots, cs.E, static_cast<int>(slots), p1, p1 + slots, p1 + slots + cs.E + 1,
+                           static_cast<int32_t*>(flag.data()), nullptr);
+        kernels::moe_group(did, slots, cs.E, kernels::kExpertsWgTileRows, p32, p32 + slots,
+                           p32 + slots + cs.E + 1, static_cast<int32_t*>(flag.data()), nullptr);
+        const auto* xp = static_cast<const float*>(dx.data());
+        const std::vector<float> ref =
+            run(true, st, xp, x_rows, x_div, slots, cs.E, p1, kernels::kExpertsMmaV1);
+        ASSERT_TRUE(kernels::experts_wg_supported(2, slots, cs.E, true, false, true, st.N, st.K, 1, 32));
+        const auto* tab = static_cast<const void* const*>(st.tables.data());
+        for (bool zero_bad : {false, true}) {
+          ASSERT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);
+          kernels::experts_wg(xp, x_rows, x_div, p32, p32 + slots, p32 + slots + cs.E + 1, slots, cs.E, tab,
+                              tab + cs.E, st.N, st.K, ws.data(), static_cast<float*>(out.data()), nullptr,
+                              zero_bad ? did : nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+          std::vector<float> h(slots * st.N);
+          ASSERT_EQ(cudaMemcpy(h.data(), out.data(), h.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          int64_t first = -1, n_diff = 0;
+          for (int64_t sl = 0; sl < slots; ++sl) {
+            const bool bad = ids[sl] < 0 || ids[sl] >= cs.E;
+            for (int64_t n = 0; n < st.N; ++n) {
+              const size_t i = static_cast<size_t>(sl * st.N + n);
+              uint32_t u;
+              std::memcpy(&u, &h[i], 4);
+              const bool same = bad && zero_bad ? u == 0u : std::memcmp(&h[i], &ref[i], 4) == 0;
+              if (!same) {
+                if (first < 0) first = static_cast<int64_t>(i);
+                ++n_diff;
+              }
+            }
+          }
+          compared += slots * st.N;
+          EXPECT_EQ(n_diff, 0) << (zero_bad ? "zero_bad_ids: " : "") << n_diff
+                               << " outputs differ from experts_mma, first at slot " << first / st.N
+                               << " row " << first % st.N << ": " << (first >= 0 ? h[first] : 0.f)
+                               << " vs " << (first >= 0 ? ref[first] : 0.f);
+        }
+      }
+    }
+  }
+  std::printf("experts_wg: %lld outputs compared with experts_mma bit for bit\n",
+              static_cast<long long>(compared));
+}
+
 // Host-side check: runs without a device.
 TEST(CudaExpertsMmaLayouts, TakesOnlyTheLayoutsItImplements) {
   EXPECT_TRUE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 1, 32));
@@ -1137,6 +1232,11 @@ TEST(CudaExpertsMmaLayouts, TakesOnlyTheLayoutsItImplements) {
   EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 1, 64));   // 1×64 blocks
   EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 256, true, false, true, 4096, 4096, 128, 128)); // 128×128
   EXPECT_FALSE(kernels::experts_mma_supported(2, 6, 2048, true, false, true, 4096, 4096, 1, 32));  // > 1024 experts
+  EXPECT_TRUE(kernels::experts_wg_supported(2, 6, 256, true, false, true, 4096, 4096, 1, 32));
+  EXPECT_TRUE(kernels::experts_wg_supported(2, 6, 256, true, false, true, 4096, 2048, 1, 32));
+  EXPECT_FALSE(kernels::experts_wg_supported(2, 6, 256, true, false, true, 4064, 4096, 1, 32));  // N % 128
+  EXPECT_FALSE(kernels::experts_wg_supported(2, 6, 256, true, false, true, 4096, 4000, 1, 32));  // K % 256
+  EXPECT_FALSE(kernels::experts_wg_supported(2, 6, 256, true, true, true, 4096, 4096, 1, 32));   // f32 scales
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "backend/cuda/attention_fd.h"
 #include "backend/cuda/dequant.h"
 #include "backend/cuda/experts_mma.h"
+#include "backend/cuda/experts_wg.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/head_blas.h"
@@ -1335,7 +1336,20 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
     return InvalidArgument("moe_experts: " + std::to_string(slots) +
                            " slots exceed the 32-bit indexing of the batch-invariant tensor-core "
                            "experts (split the batch)");
-  const bool few_slots = st_->batch_invariant ? (bi_mma || bi_gemv) : slots <= decode_max_slots;
+  // Session 20: batches of at least DEEPINFER_EXPERTS_WG slots on experts_wg (experts_wg.h:
+  // experts_mma's bits on warpgroup MMA, 32-token tiles; sm_90) for both projections where the
+  // layout allows — under --batch-invariant in place of experts_mma (the same bits), in the
+  // default mode also above experts_mma's decode range (in place of the grouped GEMM moe_tc).
+  static const int64_t wg_min = env().experts_wg;
+  auto wg_fits = [&](const ProjectionTable& pt) {
+    return kernels::experts_wg_supported(pt.fmt, slots, E_all, pt.s.size() > 0, pt.scale_f32,
+                                         pt.gemv_vec, pt.N, pt.K, pt.br, pt.bc);
+  };
+  const bool wg_layout = wg_min > 0 && slots >= wg_min && E_all <= 1024 && wg_fits(t->gate_up) &&
+                         wg_fits(t->down) && kernels::experts_wg_device_ok();
+  const bool wg_both = wg_layout && (st_->batch_invariant ? bi_mma : env().experts_mma);
+  const bool few_slots =
+      st_->batch_invariant ? (bi_mma || bi_gemv) : (slots <= decode_max_slots || wg_both);
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "ids", ids, DType::kI32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "weights", weights, DType::kF32, {S, k}));
   DI_RETURN_IF_ERROR(check_tensor("moe_experts", "out", out, DType::kF32, {S, H}));
@@ -1518,7 +1532,10 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
     const int variant_g = pick_variant(true), variant_d = pick_variant(false);
     const bool tiles8 =
         mma_g && mma_d && variant_g != kernels::kExpertsMmaV1 && variant_d != kernels::kExpertsMmaV1;
-    const int64_t tile_rows = tiles8 ? int64_t{kernels::kExpertsMmaTileRows} : std::max<int64_t>(slots, 1);
+    const bool wg = wg_both && mma_g && mma_d;  // experts_wg for both projections
+    const int64_t tile_rows = wg       ? int64_t{kernels::kExpertsWgTileRows}
+                              : tiles8 ? int64_t{kernels::kExpertsMmaTileRows}
+                                       : std::max<int64_t>(slots, 1);
     DI_ASSIGN_OR_RETURN(Tensor grp, empty(DType::kI32, {slots + 2 * (E + 1)}));
     int32_t* perm = grp.data<int32_t>();
     int32_t* row_off = perm + slots;
@@ -1540,8 +1557,12 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
         const int64_t ws_floats =
             static_cast<int64_t>((kernels::experts_mma_workspace_bytes(x_rows, K) + 3) / 4);
         DI_ASSIGN_OR_RETURN(Tensor ws, empty(DType::kF32, {ws_floats}));
-        kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
-                             ws.data<float>(), o, stream(), mma_variant, tile_rows, zero_bad_ids);
+        if (wg)
+          kernels::experts_wg(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
+                              ws.data<float>(), o, stream(), zero_bad_ids);
+        else
+          kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
+                               ws.data<float>(), o, stream(), mma_variant, tile_rows, zero_bad_ids);
       } else if (v2 && kernels::gemv_experts_v2_supported(t.fmt, slots, E, t.s.size() > 0, t.gemv_vec,
                                                    N, K, t.bc)) {
         kernels::gemv_experts_v2(in, x_div, perm, row_off, act_off, slots, E, w, sc, t.scale_f32,

@@ -279,7 +279,7 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
   // every earlier kernel before letting the product start; see split_kernel).
   const bool split_pdl = variant == kExpertsMmaXC3 || variant == kExpertsMmaXIC3 ||
                          variant == kExpertsMmaXB32Q || variant == kExpertsMmaXC2;
-  pdl::launch(emma::split_kernel, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, split_pdl,
+  pdl::launch(emma::split_kernel<false>, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, split_pdl,
               x, static_cast<int>(K), planes, x_rows * K, row_exp, zb);
   if (variant == kExpertsMmaX64 && N % 64 != 0) variant = kExpertsMmaX32;  // 64-row items need N % 64
   if (variant == kExpertsMmaXB64 && N % 64 != 0) variant = kExpertsMmaXB32w12;

@@ -93,6 +93,12 @@ struct ZeroBad {
   int32_t N = 0;
 };
 
+// kMmaOrder (session 20, experts_wg.cu): the same plane values stored in the MMA's k order instead
+// — per 32-k block, k-step s' (0, 1) at positions 16s' .. 16s' + 15 and, within it, MMA k position
+// κ at 16s' + κ: κ = 2t + e holds k = 8t + 2s' + 4e, κ = 2t + 8 + e holds k = 8t + 2s' + 1 + 4e
+// (t = 0..3, e = 0, 1: the pairing described at the top of this file). So 16 consecutive
+// elements are one k-step of a B column, as warpgroup MMA reads it from shared memory.
+template <bool kMmaOrder = false>
 __global__ void __launch_bounds__(256)
     split_kernel(const float* __restrict__ x, int K, uint16_t* __restrict__ planes, int64_t plane,
                  int32_t* __restrict__ row_exp, const ZeroBad zb) {
@@ -111,7 +117,31 @@ __global__ void __launch_bounds__(256)
   // x_planes.cuh (session 10: shared with skinny_split.cuh).
   const int c = xplanes::row_exponent256(xr, K, red);
   if (threadIdx.x == 0) row_exp[r] = c;
-  for (int g8 = threadIdx.x; g8 < K / 8; g8 += 256) {
+  if constexpr (kMmaOrder) {
+    // Thread item: one 32-k block; 16-byte unit u (= 2s' + hi) of a plane holds, in word t, the
+    // elements k = 8t + 2s' + hi (low half) and k + 4 (high half).
+    for (int blk = threadIdx.x; blk < K / 32; blk += 256) {
+      const float* xb = xr + 32 * blk;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        uint32_t wd[kPlanes][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int k0 = 8 * t + 2 * (u >> 1) + (u & 1);
+          uint16_t lo[kPlanes], hi[kPlanes];
+          xplanes::split3<false>(xb[k0], c, lo[0], lo[1], lo[2]);
+          xplanes::split3<false>(xb[k0 + 4], c, hi[0], hi[1], hi[2]);
+#pragma unroll
+          for (int p = 0; p < kPlanes; ++p) wd[p][t] = lo[p] | (static_cast<uint32_t>(hi[p]) << 16);
+        }
+#pragma unroll
+        for (int p = 0; p < kPlanes; ++p)
+          *reinterpret_cast<uint4*>(planes + p * plane + r * K + 32 * blk + 8 * u) =
+              make_uint4(wd[p][0], wd[p][1], wd[p][2], wd[p][3]);
+      }
+    }
+  }
+  for (int g8 = threadIdx.x; !kMmaOrder && g8 < K / 8; g8 += 256) {
     uint16_t h[kPlanes][8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -429,6 +459,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[2][kMaxNT][4]) {
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
 }
 
+#ifndef DEEPINFER_EMMA_HELPERS_ONLY  // experts_wg.cu takes the helpers above, not this kernel
 // Persistent grid; every warp owns the contiguous item range [T·w / W, T·(w+1) / W) of the flat
 // list (active expert-major, 32-row groups) and streams it through its own cp.async ring: no
 // block-level synchronisation, weights of the next item in flight while the current one ends.
@@ -490,5 +521,6 @@ __global__ void __launch_bounds__(kThreads, 2) experts_mma_kernel(const Args p) 
   }
   cp_async_wait<0>();
 }
+#endif  // DEEPINFER_EMMA_HELPERS_ONLY
 
 }  // namespace deepinfer::cuda::kernels::emma

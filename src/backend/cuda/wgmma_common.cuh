@@ -136,4 +136,40 @@ __device__ __forceinline__ void mma_rs<192>(float (&d)[96], const uint32_t* a, u
 #undef WG_IN
 #undef WG_D8
 
+// Session 20 (experts_wg.cu): the same with f16 operands and scale-d a run-time argument (0: d = A·B,
+// the accumulator's old value ignored; 1: d += A·B). N = 48, 96.
+#define WG_D8(o)                                                                              \
+  "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), \
+      "+f"(d[o + 6]), "+f"(d[o + 7])
+#define WG_IN "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d)
+template <int N>
+__device__ __forceinline__ void mma_rs_f16(float (&d)[N / 2], const uint32_t* a, uint64_t b,
+                                           int scale_d);
+template <>
+__device__ __forceinline__ void mma_rs_f16<48>(float (&d)[24], const uint32_t* a, uint64_t b,
+                                               int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, "
+      "{%24,%25,%26,%27}, %28, p, 1, 1, 0;\n}\n"
+      : WG_D8(0), WG_D8(8), WG_D8(16)
+      : WG_IN);
+}
+template <>
+__device__ __forceinline__ void mma_rs_f16<96>(float (&d)[48], const uint32_t* a, uint64_t b,
+                                               int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
+      "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47},"
+      " "
+      "{%48,%49,%50,%51}, %52, p, 1, 1, 0;\n}\n"
+      : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40)
+      : WG_IN);
+}
+#undef WG_IN
+#undef WG_D8
+
 }  // namespace deepinfer::cuda::kernels::wgmma
