@@ -167,7 +167,7 @@ TEST_F(EnvTest, SessionEighteenSwitches) {  // DEEPINFER_LINEAR_WG, DEEPINFER_LI
   unsetenv("DEEPINFER_LINEAR_WG_MAX_ROWS");
 }
 
-TEST_F(EnvTest, SessionTwentySwitch) {  // DEEPINFER_EXPERTS_WG
+TEST_F(EnvTest, SessionTwentySwitches) {  // DEEPINFER_EXPERTS_WG, DEEPINFER_EXPERTS_WG_VARIANT
   unsetenv("DEEPINFER_EXPERTS_WG");
   EXPECT_EQ(Env::from_process().experts_wg, 2048);
   setenv("DEEPINFER_EXPERTS_WG", "0", 1);
@@ -183,6 +183,13 @@ TEST_F(EnvTest, SessionTwentySwitch) {  // DEEPINFER_EXPERTS_WG
   setenv("DEEPINFER_EXPERTS_WG", "many", 1);
   EXPECT_EQ(Env::from_process().experts_wg, 2048);
   unsetenv("DEEPINFER_EXPERTS_WG");
+  unsetenv("DEEPINFER_EXPERTS_WG_VARIANT");
+  EXPECT_EQ(Env::from_process().experts_wg_variant, 0);
+  setenv("DEEPINFER_EXPERTS_WG_VARIANT", "3", 1);
+  EXPECT_EQ(Env::from_process().experts_wg_variant, 3);
+  setenv("DEEPINFER_EXPERTS_WG_VARIANT", "4", 1);  // warned, default kept
+  EXPECT_EQ(Env::from_process().experts_wg_variant, 0);
+  unsetenv("DEEPINFER_EXPERTS_WG_VARIANT");
 }
 
 TEST_F(EnvTest, SideStreamSwitch) {  // session 14: DEEPINFER_SIDE_STREAM 1 (default) | 0

@@ -1559,7 +1559,7 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
         DI_ASSIGN_OR_RETURN(Tensor ws, empty(DType::kF32, {ws_floats}));
         if (wg)
           kernels::experts_wg(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
-                              ws.data<float>(), o, stream(), zero_bad_ids);
+                              ws.data<float>(), o, stream(), zero_bad_ids, env().experts_wg_variant);
         else
           kernels::experts_mma(in, x_rows, x_div, perm, row_off, act_off, slots, E, w, sc, N, K,
                                ws.data<float>(), o, stream(), mma_variant, tile_rows, zero_bad_ids);

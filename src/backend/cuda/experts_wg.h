@@ -38,9 +38,13 @@ size_t experts_wg_workspace_bytes(int64_t x_rows, int64_t K);
 // One projection, experts_mma's contract except the grouping: perm / row_off / tile_off from
 // moe_group(ids, slots, E, kExpertsWgTileRows, ...). zero_bad_ids as experts_mma's. Two launches
 // on s (the x split in the MMA's k order; the product as its programmatic dependent).
+// variant: 1 = 128 weight rows per work item (one m64 tile per warpgroup); 2 / 3 = 256 rows (two
+// m64 tiles per warpgroup sharing each B tile, in flight together / one after the other; need
+// N % 256, else 1); 0 = the default, 3 (where N allows). All give the same bits.
 void experts_wg(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                 const int32_t* row_off, const int32_t* tile_off, int64_t slots, int64_t num_experts,
                 const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
-                void* workspace, float* out, cudaStream_t s, const int32_t* zero_bad_ids = nullptr);
+                void* workspace, float* out, cudaStream_t s, const int32_t* zero_bad_ids = nullptr,
+                int variant = 0);
 
 }  // namespace deepinfer::cuda::kernels
