@@ -169,9 +169,9 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
     // (experts_mma_memonly 3; a probe of a per-stage tiled weight layout).
     // Session 20: "experts wg" = experts_wg (experts_wg.h: the same bits on warpgroup MMA, 32-token
     // tiles) as the backend runs it; "wg m2" / "wg m2s" = its variants 2 / 3 (256 weight rows per
-    // item, the two m-tiles in flight together / one after the other).
+    // item, the two m-tiles in flight together / one after the other); "wg 2cta" = variant 4.
     constexpr int kPickAuto = -1, kPickX1 = -2, kMem16 = -3, kMem32 = -4, kPickS12 = -5,
-                  kMemTiled = -6, kWg = -7, kWg2 = -8, kWg3 = -9;
+                  kMemTiled = -6, kWg = -7, kWg2 = -8, kWg3 = -9, kWg4 = -10;
     struct Variant {
       int v;
       const char* name;
@@ -219,6 +219,7 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         {kWg, "experts wg fp4 "},
         {kWg2, "experts wg m2 fp4 "},
         {kWg3, "experts wg m2s fp4 "},
+        {kWg4, "experts wg 2cta fp4 "},
     };
     for (const Variant& var : variants) {
       const char* name = var.name;
@@ -231,7 +232,7 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
       const std::string op = std::string(name) + pr.name;
       if (!matches_only(op, only)) continue;
       const bool ok =
-          var.v <= kWg && var.v >= kWg3 ? cuda::kernels::experts_wg_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32) &&
+          var.v <= kWg && var.v >= kWg4 ? cuda::kernels::experts_wg_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32) &&
                              cuda::kernels::experts_wg_device_ok()
           : v == 0     ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
                        : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
@@ -240,10 +241,10 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
         continue;
       }
       auto call = [&]() -> Status {
-        if (var.v <= kWg && var.v >= kWg3) {
+        if (var.v <= kWg && var.v >= kWg4) {
           cuda::kernels::experts_wg(pr.in, pr.x_rows, pr.x_div, perm32, perm32 + slots, perm32 + slots + E + 1,
                                     slots, E, pr.w, pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out,
-                                    ctx.stream(), nullptr, var.v == kWg ? 0 : var.v == kWg2 ? 2 : 3);
+                                    ctx.stream(), nullptr, var.v == kWg ? 0 : var.v == kWg2 ? 2 : var.v == kWg3 ? 3 : 4);
         } else if (var.v == kMem16 || var.v == kMem32 || var.v == kMemTiled) {
           cuda::kernels::experts_mma_memonly(var.v == kMem16   ? 1
                                              : var.v == kMem32 ? 2

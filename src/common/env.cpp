@@ -181,7 +181,7 @@ Env Env::from_process() {
   read_int("DEEPINFER_LINEAR_WG_MAX_ROWS", 64, 65536, &e.linear_wg_max_rows,
            std::to_string(e.linear_wg_max_rows));
   read_int("DEEPINFER_EXPERTS_WG", 0, 1048576, &e.experts_wg, std::to_string(e.experts_wg));
-  read_int("DEEPINFER_EXPERTS_WG_VARIANT", 0, 3, &e.experts_wg_variant,
+  read_int("DEEPINFER_EXPERTS_WG_VARIANT", 0, 4, &e.experts_wg_variant,
            std::to_string(e.experts_wg_variant));
   if (auto v = get("DEEPINFER_SPIN_WAIT")) {
     if (*v == "0" || *v == "1" || *v == "2")

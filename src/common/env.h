@@ -162,9 +162,10 @@ struct Env {
   //   its decode range, the grouped GEMM moe_tc); 0 = off. H200 (session 20, bench_ops): at
   //   2,046 slots as fast as experts_mma's pick, at 12,288 2.1× faster; at 384 slots 3.5× slower.
   int experts_wg = 2048;
-  // DEEPINFER_EXPERTS_WG_VARIANT: 0 (default: experts_wg's own choice) | 1 | 2 | 3 — experts_wg's
+  // DEEPINFER_EXPERTS_WG_VARIANT: 0 (default: experts_wg's own choice) | 1..4 — experts_wg's
   //   kernel (cuda/experts_wg.h: 1 = 128 weight rows per work item, 2 / 3 = 256 rows with the two
-  //   m-tiles in flight together / one after the other; 0 = 3); the same bits. H200, session 20:
+  //   m-tiles in flight together / one after the other, 4 = 1 at two CTAs per SM; 0 = 3); the
+  //   same bits. H200, session 20:
   //   --batch-invariant prefill 22.6k / 19.0k / 24.0k tok/s with 1 / 2 / 3 at batch 32 × 128.
   int experts_wg_variant = 0;
   // DEEPINFER_WA_FUSED_REDUCE: 1 (default) | 0 — linear_tc_wa at one row (--batch-invariant

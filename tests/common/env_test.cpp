@@ -187,7 +187,7 @@ TEST_F(EnvTest, SessionTwentySwitches) {  // DEEPINFER_EXPERTS_WG, DEEPINFER_EXP
   EXPECT_EQ(Env::from_process().experts_wg_variant, 0);
   setenv("DEEPINFER_EXPERTS_WG_VARIANT", "3", 1);
   EXPECT_EQ(Env::from_process().experts_wg_variant, 3);
-  setenv("DEEPINFER_EXPERTS_WG_VARIANT", "4", 1);  // warned, default kept
+  setenv("DEEPINFER_EXPERTS_WG_VARIANT", "5", 1);  // warned, default kept
   EXPECT_EQ(Env::from_process().experts_wg_variant, 0);
   unsetenv("DEEPINFER_EXPERTS_WG_VARIANT");
 }

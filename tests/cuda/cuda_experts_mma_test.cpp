@@ -30,7 +30,7 @@
 //    layouts (1..8 tokens, both groupings, a token taking one expert twice, bad ids), also as
 //    picked by experts_mma_pick_s12 modes 5..9 ("x5".."x9"; auto's pick above 8 slots except modes
 //    5 and 9: 31 from 9 to 128), zero_bad_ids, and in the batch-invariance configs;
-//  - session 20: experts_wg (warpgroup MMA, 32-token tiles; variants 1..3) memcmp-equal to
+//  - session 20: experts_wg (warpgroup MMA, 32-token tiles; variants 1..4) memcmp-equal to
 //    experts_mma on every
 //    output at V4 shapes (1 … 700 tokens: partial and many tiles per expert, a hot expert in every
 //    token, bad ids, rows of magnitudes 2^-60 … 2^60, a zero row, a 0x00 scale) and on a small
@@ -1183,7 +1183,7 @@ TEST_F(CudaExpertsMma, WgEqualsExpertsMmaBitForBit) {
             run(true, st, xp, x_rows, x_div, slots, cs.E, p1, kernels::kExpertsMmaV1);
         ASSERT_TRUE(kernels::experts_wg_supported(2, slots, cs.E, true, false, true, st.N, st.K, 1, 32));
         const auto* tab = static_cast<const void* const*>(st.tables.data());
-        for (int run_i = 0; run_i < 6; ++run_i) {  // variants 1, 2, 3, each without / with zero_bad_ids
+        for (int run_i = 0; run_i < 8; ++run_i) {  // variants 1..4, each without / with zero_bad_ids
           const int variant = 1 + run_i / 2;
           const bool zero_bad = run_i % 2 == 1;
           ASSERT_EQ(testing::memset_sync(out.data(), 0xFF, slots * st.N * 4), cudaSuccess);

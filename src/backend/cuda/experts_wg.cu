@@ -65,13 +65,14 @@ static_assert(kAtomBytes % 1024 == 0, "B atoms must stay 1024-byte aligned");
 
 // kMT m64 tiles per warpgroup (1: 128 weight rows per item, 6-stage ring; 2: 256 rows, 5 stages —
 // the tile's B, the dominant bytes of a stage, then feeds twice the MMAs).
-template <int kMT>
+// kStages0: ring stages (0: 6 for kMT = 1, 5 for 2).
+template <int kMT, int kStages0 = 0>
 struct Cfg {
   static constexpr int kRowsCta = 128 * kMT;                   // weight rows per item
   static constexpr int kWBytes = kRowsCta * kStageK / 2;       // 8 KB a m-tile pair
   static constexpr int kSBytes = kRowsCta * 4;
   static constexpr int kStageBytes = ((kBBytes + kWBytes + kSBytes + 1023) / 1024) * 1024;
-  static constexpr int kStages = kMT == 1 ? 6 : 5;
+  static constexpr int kStages = kStages0 > 0 ? kStages0 : kMT == 1 ? 6 : 5;
   static constexpr size_t kSmem = 1024 + static_cast<size_t>(kStages) * kStageBytes + kTabInts * 4;
 };
 static_assert(kT == 32, "the finish and the B copies assume 32-token tiles");
@@ -122,8 +123,11 @@ __device__ __forceinline__ Item item_at(const Args& p, const int32_t* s_tile, co
   return it;
 }
 
-// experts_mma's exact scale decode (emma::stage_scale<true>) of byte b of a word.
+// experts_mma's scale decode (emma::stage_scale) of byte b of a word: kExact for every code (0 →
+// 2^-127, 255 → NaN), else codes 1..254 only (the byte shifted into the exponent field).
+template <bool kExact>
 __device__ __forceinline__ float scale_of(uint32_t w, int b) {
+  if (!kExact) return __uint_as_float((b == 3 ? (w >> 1) : (w << (23 - 8 * b))) & 0x7F800000u);
   const uint32_t e = (w >> (8 * b)) & 0xFFu;
   return e == 0xFFu ? __int_as_float(0x7FC00000)
                     : (e == 0 ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(e << 23)));
@@ -133,7 +137,7 @@ __device__ __forceinline__ float scale_of(uint32_t w, int b) {
 // tokens past cnt read the tile's last token, their outputs are never written), the expert's
 // weight and scale rows.
 struct Src {
-  const uint16_t* b[6];
+  int32_t xrow[6];  // x row of each B column's token (its plane: column / kT)
   const uint8_t* w = nullptr;
   const uint8_t* s = nullptr;
   int n0 = 0;
@@ -145,7 +149,7 @@ __device__ __forceinline__ void set_src(const Args& p, const Item& it, int tid, 
     const int c = (tid >> 4) + 16 * i;  // column: plane c / kT, token c % kT
     const int m = min(c % kT, it.cnt - 1);
     const int slot = __ldg(p.perm + it.pos0 + it.base + m);
-    src.b[i] = p.planes + (c / kT) * p.plane + static_cast<int64_t>(slot / p.x_div) * p.K;
+    src.xrow[i] = slot / p.x_div;
   }
   src.w = static_cast<const uint8_t*>(p.w_table[it.e]);
   src.s = static_cast<const uint8_t*>(p.s_table[it.e]);
@@ -160,8 +164,9 @@ __device__ __forceinline__ void issue(const Args& p, const Src& src, int ks, uin
 #pragma unroll
   for (int i = 0; i < 6; ++i) {  // B: unit (column c, atom a, 16-byte unit v)
     const int u = tid + 256 * i, c = u >> 4, a = (u >> 3) & 1, v = u & 7;
+    const uint16_t* col = p.planes + (c / kT) * p.plane + static_cast<int64_t>(src.xrow[i]) * p.K;
     emma::cp_async16(sb + a * kAtomBytes + c * 128 + ((v ^ (c & 7)) << 4),
-                     src.b[i] + ks * kStageK + a * 64 + v * 8);
+                     col + ks * kStageK + a * 64 + v * 8);
   }
   const int64_t rb = p.K / 2;
 #pragma unroll
@@ -196,9 +201,10 @@ __device__ __forceinline__ void promote(float (&acc)[kCols / 2], const float (&p
 
 // kSeq (kMT = 2): the m-tiles' wgmmas one after the other into one partial register set (issue,
 // wait, promote per m-tile: fewer registers, no overlap of the two); else both m-tiles in flight.
-template <int kMT, bool kSeq>
-__global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
-  using C = Cfg<kMT>;
+// kStages0 / kMinBlocks: the ring (Cfg) and CTAs per SM (2: ≤ 128 registers a thread).
+template <int kMT, bool kSeq, int kStages0 = 0, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) product_kernel(const Args p) {
+  using C = Cfg<kMT, kStages0>;
   constexpr int kStages = C::kStages, kStageBytes = C::kStageBytes, kWBytes = C::kWBytes;
   extern __shared__ uint8_t ewg_smem_raw[];
   uint8_t* sm = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ewg_smem_raw) + 1023) &
@@ -239,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
     emma::cp_async_commit();
   };
 #pragma unroll 1
-  for (int s = 0; s < kStages - 2; ++s) produce();
+  for (int s = 0; s < kStages - 1; ++s) produce();
 
   const int wgi = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // The warp's first weight row of m-tile mt of the item: 128·mt + rw.
@@ -260,9 +266,11 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
   int64_t ci = 0;
 #pragma unroll 1
   for (int64_t cs = 0; cs < total; ++cs) {
-    emma::cp_async_wait<kStages - 3>();
+    emma::cp_async_wait<kStages - 2>();
     fence_proxy_async();  // the cp.async writes, visible to the async proxy (wgmma)
-    __syncthreads();      // every thread's copies of stage cs landed; slot cs − 2's wgmmas retired
+    // Every thread's copies of stage cs landed; every wgmma of stage cs − 1 retired (each block
+    // waits for its own), so its slot may be refilled now: the ring runs kStages − 1 ahead.
+    __syncthreads();
     produce();
     if (cks == 0) {
       cit = item_at<kMT>(p, s_tile, s_row, blockIdx.x + ci * G);
@@ -278,11 +286,20 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
     }
     uint8_t* st = sm + (cs % kStages) * kStageBytes;
     const uint32_t sb = emma::smem_u32(st);
-    uint32_t scg[kMT], sc8[kMT];
+    // The stage's block scales of rows g / g + 8 of each m-tile (the exact decode only when a
+    // byte is 0x00 or 0xFF: the same values either way).
+    float sg[kMT][4], s8[kMT][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      scg[mt] = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g));
-      sc8[mt] = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g + 8));
+      const uint32_t wg_ = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g));
+      const uint32_t w8 = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g + 8));
+      if (emma::has_00_or_ff(wg_) || emma::has_00_or_ff(w8)) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) sg[mt][b] = scale_of<true>(wg_, b), s8[mt][b] = scale_of<true>(w8, b);
+      } else {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) sg[mt][b] = scale_of<false>(wg_, b), s8[mt][b] = scale_of<false>(w8, b);
+      }
     }
     uint32_t q[kMT][4];
 #pragma unroll
@@ -311,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
           wg_wait<0>();
           reg_fence(part[0]);
           reg_fence(A[mt]);
-          promote(acc[mt], part[0], scale_of(scg[mt], b), scale_of(sc8[mt], b));
+          promote(acc[mt], part[0], sg[mt][b], s8[mt][b]);
         }
       } else {
         wg_fence();
@@ -326,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1) product_kernel(const Args p) {
         for (int mt = 0; mt < kMT; ++mt) {
           reg_fence(part[mt]);
           reg_fence(A[mt]);
-          promote(acc[mt], part[mt], scale_of(scg[mt], b), scale_of(sc8[mt], b));
+          promote(acc[mt], part[mt], sg[mt][b], s8[mt][b]);
         }
       }
     }
@@ -442,18 +459,19 @@ void experts_wg(const float* x, int64_t x_rows, int64_t x_div, const int32_t* pe
   }
   // Variant 0: 3 (H200, session 20, bench_ops at 2,048 tokens: gate_up 6.49 / down 3.03 ms vs
   // variant 1's 6.71 / 3.62; variant 2 spills: 10.3 / 5.3).
-  if (variant < 1 || variant > 3) variant = 3;
-  if (N % 256 != 0) variant = 1;
-  const int mt = variant == 1 ? 1 : 2;
+  if (variant < 1 || variant > 4) variant = 3;
+  if (N % 256 != 0 && (variant == 2 || variant == 3)) variant = 1;
+  const int mt = variant == 1 || variant == 4 ? 1 : 2;
   a.row_tiles = static_cast<int32_t>(N / (128 * mt));
-  auto go = [&](auto kernel, size_t smem, std::atomic<uint64_t>& attr_done) {
+  auto go = [&](auto kernel, size_t smem, std::atomic<uint64_t>& attr_done, int per_sm = 1) {
     opt_in_smem_per_device(attr_done, kernel, static_cast<int>(smem), true);
-    pdl::launch(kernel, dim3(static_cast<unsigned>(sms)), dim3(ewg::kThreads), smem, s, true, a);
+    pdl::launch(kernel, dim3(static_cast<unsigned>(sms * per_sm)), dim3(ewg::kThreads), smem, s, true, a);
   };
-  static std::atomic<uint64_t> done1{0}, done2{0}, done3{0};
+  static std::atomic<uint64_t> done1{0}, done2{0}, done3{0}, done4{0};
   if (variant == 1) go(ewg::product_kernel<1, false>, ewg::Cfg<1>::kSmem, done1);
   else if (variant == 2) go(ewg::product_kernel<2, false>, ewg::Cfg<2>::kSmem, done2);
-  else go(ewg::product_kernel<2, true>, ewg::Cfg<2>::kSmem, done3);
+  else if (variant == 3) go(ewg::product_kernel<2, true>, ewg::Cfg<2>::kSmem, done3);
+  else go(ewg::product_kernel<1, false, 3, 2>, ewg::Cfg<1, 3>::kSmem, done4, 2);
 }
 
 }  // namespace deepinfer::cuda::kernels

@@ -40,7 +40,8 @@ size_t experts_wg_workspace_bytes(int64_t x_rows, int64_t K);
 // on s (the x split in the MMA's k order; the product as its programmatic dependent).
 // variant: 1 = 128 weight rows per work item (one m64 tile per warpgroup); 2 / 3 = 256 rows (two
 // m64 tiles per warpgroup sharing each B tile, in flight together / one after the other; need
-// N % 256, else 1); 0 = the default, 3 (where N allows). All give the same bits.
+// N % 256, else 1); 4 = 1 with a 3-stage ring at two CTAs per SM (128 registers); 0 = the
+// default, 3 (where N allows). All give the same bits.
 void experts_wg(const float* x, int64_t x_rows, int64_t x_div, const int32_t* perm,
                 const int32_t* row_off, const int32_t* tile_off, int64_t slots, int64_t num_experts,
                 const void* const* w_table, const void* const* s_table, int64_t N, int64_t K,
