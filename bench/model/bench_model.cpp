@@ -210,6 +210,20 @@ int main(int argc, char** argv) {
       std::swap(tok, spare);  // tok is where the new ticket lands
       return OkStatus();
     };
+    // The traced window's tables (as `steps` steps) on stdout; with --trace-csv also every record
+    // in PREFIX<suffix>.csv.
+    auto print_trace = [&](const std::string& suffix, int steps) {
+      std::FILE* csv = nullptr;
+      if (!trace_csv.empty()) {
+        const std::string path = trace_csv + suffix + ".csv";
+        csv = std::fopen(path.c_str(), "w");
+        if (csv == nullptr) std::printf("--trace-csv: cannot write %s\n", path.c_str());
+        else std::fprintf(csv, "kind,name,start_us,end_us,graph_node\n");
+      }
+      trace->print(stdout, steps, 40, csv);
+      if (csv != nullptr) std::fclose(csv);
+      std::fflush(stdout);
+    };
     auto drain = [&](Picked& picked) -> Status {
       if (!picked.ticket) return OkStatus();
       Status st = picked.ticket->wait();
@@ -302,16 +316,7 @@ int main(int argc, char** argv) {
           if (!trace->end(why)) { std::printf("--trace-prefill: %s\n", why.c_str()); return 1; }
           std::printf("trace of %s, batch %d: prefill of %d tokens, %.3f ms under CUPTI\n",
                       dir.c_str(), B, B * prefill, 1e3 * took);
-          std::FILE* csv = nullptr;
-          if (!trace_csv.empty()) {
-            const std::string path = trace_csv + "_prefill_b" + std::to_string(B) + ".csv";
-            csv = std::fopen(path.c_str(), "w");
-            if (csv == nullptr) std::printf("--trace-csv: cannot write %s\n", path.c_str());
-            else std::fprintf(csv, "kind,name,start_us,end_us,graph_node\n");
-          }
-          trace->print(stdout, 1, 40, csv);
-          if (csv != nullptr) std::fclose(csv);
-          std::fflush(stdout);
+          print_trace("_prefill_b" + std::to_string(B), 1);
           if (trace_steps == 0) continue;
         }
         std::chrono::steady_clock::time_point t0;
@@ -339,15 +344,7 @@ int main(int argc, char** argv) {
         if (!trace->end(why)) { std::printf("--trace: %s\n", why.c_str()); return 1; }
         std::printf("trace of %s, batch %d: %.3f ms/step under CUPTI (steps after a %d-token prompt)\n",
                     dir.c_str(), B, 1e3 * took / trace_steps, prefill);
-        std::FILE* csv = nullptr;
-        if (!trace_csv.empty()) {
-          const std::string path = trace_csv + "_b" + std::to_string(B) + ".csv";
-          csv = std::fopen(path.c_str(), "w");
-          if (csv == nullptr) std::printf("--trace-csv: cannot write %s\n", path.c_str());
-          else std::fprintf(csv, "kind,name,start_us,end_us,graph_node\n");
-        }
-        trace->print(stdout, trace_steps, 40, csv);
-        if (csv != nullptr) std::fclose(csv);
+        print_trace("_b" + std::to_string(B), trace_steps);
         std::fflush(stdout);
       }
     }

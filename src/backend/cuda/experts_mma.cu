@@ -263,24 +263,13 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
                  void* workspace, float* out, cudaStream_t s, int variant, int64_t tile_rows,
                  const int32_t* zero_bad_ids) {
   if (slots == 0 || N == 0 || num_experts == 0 || x_rows == 0) return;
-  auto* planes = static_cast<uint16_t*>(workspace);
-  auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
-  emma::ZeroBad zb;
-  if (zero_bad_ids != nullptr) {
-    zb.ids = zero_bad_ids;
-    zb.num_experts = static_cast<int32_t>(num_experts);
-    zb.x_div = static_cast<int32_t>(x_div);
-    zb.slots = slots;
-    zb.out = out;
-    zb.N = static_cast<int32_t>(N);
-  }
   if (variant < kExpertsMmaV1 || variant > kExpertsMmaLast) variant = kExpertsMmaDefault;
   // Session 13: the kChain / kQuick variants launch the split as a PDL dependent (it waits for
   // every earlier kernel before letting the product start; see split_kernel).
   const bool split_pdl = variant == kExpertsMmaXC3 || variant == kExpertsMmaXIC3 ||
                          variant == kExpertsMmaXB32Q || variant == kExpertsMmaXC2;
-  pdl::launch(emma::split_kernel<false>, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, split_pdl,
-              x, static_cast<int>(K), planes, x_rows * K, row_exp, zb);
+  const emma::SplitOut so = emma::launch_split<false>(x, x_rows, x_div, K, slots, num_experts, N,
+                                                      zero_bad_ids, out, workspace, s, split_pdl);
   if (variant == kExpertsMmaX64 && N % 64 != 0) variant = kExpertsMmaX32;  // 64-row items need N % 64
   if (variant == kExpertsMmaXB64 && N % 64 != 0) variant = kExpertsMmaXB32w12;
   // Rows of a warp item (of a work unit: variants 7, 15, 16, 20 cut the warps' ranges in 16-row
@@ -290,8 +279,8 @@ void experts_mma(const float* x, int64_t x_rows, int64_t x_div, const int32_t* p
                                                                                : 16;
   emma::Args a = weight_args(perm, row_off, act_off, slots, num_experts, w_table, s_table, N, K, rows, out,
                              tile_rows);
-  a.planes = planes;
-  a.row_exp = row_exp;
+  a.planes = so.planes;
+  a.row_exp = so.row_exp;
   a.plane = x_rows * K;
   a.x_div = static_cast<int32_t>(x_div);
   if (variant == kExpertsMmaV2) {

@@ -169,6 +169,34 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The x split of one projection (host side, shared by experts_mma and experts_wg): the planes and
+// row exponents in the workspace (experts_mma_workspace_bytes), the bad-id rows of `out` zeroed
+// when zero_bad_ids is given, launched on s (a programmatic dependent when pdl).
+struct SplitOut {
+  uint16_t* planes = nullptr;  // [3][x_rows][K]
+  int32_t* row_exp = nullptr;  // [x_rows]
+};
+template <bool kMmaOrder>
+inline SplitOut launch_split(const float* x, int64_t x_rows, int64_t x_div, int64_t K, int64_t slots,
+                             int64_t num_experts, int64_t N, const int32_t* zero_bad_ids, float* out,
+                             void* workspace, cudaStream_t s, bool pdl) {
+  SplitOut so;
+  so.planes = static_cast<uint16_t*>(workspace);
+  so.row_exp = reinterpret_cast<int32_t*>(so.planes + static_cast<size_t>(kPlanes) * x_rows * K);
+  ZeroBad zb;
+  if (zero_bad_ids != nullptr) {
+    zb.ids = zero_bad_ids;
+    zb.num_experts = static_cast<int32_t>(num_experts);
+    zb.x_div = static_cast<int32_t>(x_div);
+    zb.slots = slots;
+    zb.out = out;
+    zb.N = static_cast<int32_t>(N);
+  }
+  pdl::launch(split_kernel<kMmaOrder>, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, pdl, x,
+              static_cast<int>(K), so.planes, x_rows * K, so.row_exp, zb);
+  return so;
+}
+
 // ---- device helpers --------------------------------------------------------------------------
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {

@@ -417,22 +417,11 @@ void experts_wg(const float* x, int64_t x_rows, int64_t x_div, const int32_t* pe
                 void* workspace, float* out, cudaStream_t s, const int32_t* zero_bad_ids,
                 int variant) {
   if (slots == 0 || N == 0 || num_experts == 0 || x_rows == 0) return;
-  auto* planes = static_cast<uint16_t*>(workspace);
-  auto* row_exp = reinterpret_cast<int32_t*>(planes + static_cast<size_t>(emma::kPlanes) * x_rows * K);
-  emma::ZeroBad zb;
-  if (zero_bad_ids != nullptr) {
-    zb.ids = zero_bad_ids;
-    zb.num_experts = static_cast<int32_t>(num_experts);
-    zb.x_div = static_cast<int32_t>(x_div);
-    zb.slots = slots;
-    zb.out = out;
-    zb.N = static_cast<int32_t>(N);
-  }
-  pdl::launch(emma::split_kernel<true>, dim3(static_cast<unsigned>(x_rows)), dim3(256), 0, s, false, x,
-              static_cast<int>(K), planes, x_rows * K, row_exp, zb);
+  const emma::SplitOut so = emma::launch_split<true>(x, x_rows, x_div, K, slots, num_experts, N,
+                                                     zero_bad_ids, out, workspace, s, false);
   ewg::Args a;
-  a.planes = planes;
-  a.row_exp = row_exp;
+  a.planes = so.planes;
+  a.row_exp = so.row_exp;
   a.plane = x_rows * K;
   a.x_div = static_cast<int32_t>(x_div);
   a.perm = perm;
