@@ -19,8 +19,9 @@
 //  - per block: k-step 0 with scale-d = 0 (d = A·B, as experts_mma's MMA with C = +0: the sum of
 //    the products plus +0 — only a −0 could differ, and fma(−0, s, acc) = fma(+0, s, acc) for the
 //    acc ≠ −0 that a chain started at +0 always has), k-step 1 accumulating, then after the
-//    block's wgmmas retire acc = fmaf(partial, scale, acc) with the scale decoded as experts_mma's
-//    exact path (0 → 2^-127, 255 → NaN, else 2^(b − 127));
+//    block's wgmmas retire acc = fmaf(partial, scale, acc) with the scale decoded as experts_mma
+//    decodes it (0 → 2^-127, 255 → NaN, else 2^(b − 127); the two-instruction path where a
+//    stage's bytes hold neither 0x00 nor 0xFF);
 //  - at the end of the tile each thread holds all three planes of its tokens (columns 32p + m sit
 //    in the same thread for p = 0, 1, 2) and writes scalbnf((h2 + h1) + h0, 14 − c).
 //
@@ -29,9 +30,10 @@
 // weight-row tile minor; a persistent grid takes items blockIdx.x, + gridDim.x, ... Per 128-k
 // stage, cp.async (16 B; every thread) fills a ring slot with the tile's B (96 columns × 256 B:
 // two 64-k swizzle atoms), the rows' e2m1 bytes (64 B a row, 16-byte units XOR-swizzled for
-// conflict-free ldmatrix) and their 4 scale bytes; the
-// ring runs kStages − 2 stages ahead across items, so a slot is refilled only after the wgmmas
-// that read it retired. Per block a warpgroup issues its two wgmmas, waits for them and promotes:
+// conflict-free ldmatrix) and their 4 scale bytes; the ring runs kStages − 1 stages ahead across
+// items (every block waits for its own wgmmas, so once all threads passed stage cs's barrier the
+// slot of stage cs − 1 is free). Per block a warpgroup issues its two wgmmas, waits for them and
+// promotes:
 // the tensor core works on the other warpgroup's block while one promotes. (Two partial register
 // sets with wgmma.wait_group 1 — block b issued before block b − 1's promotion — made ptxas
 // serialise every wgmma, C7514: it does not track which group a wait retired.)

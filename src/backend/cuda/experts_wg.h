@@ -8,8 +8,8 @@
 // decoded weights at the same MMA k positions, per 32-k block two k16 steps from zero, promoted
 // with fma(partial, scale, acc) in k order, the planes summed (h2 + h1) + h0 and scaled by
 // 2^(14 − c). Where experts_mma streams an expert's weights once per 8 tokens through mma.sync,
-// this kernel takes tiles of kExpertsWgTileRows tokens of one expert × 128 weight rows, the
-// weights (decoded in registers) as wgmma's A operand and the tile's 96 plane columns as B.
+// this kernel takes tiles of kExpertsWgTileRows tokens of one expert × 128 or 256 weight rows,
+// the weights (decoded in registers) as wgmma's A operand and the tile's 96 plane columns as B.
 #pragma once
 
 #include <cuda_runtime.h>
