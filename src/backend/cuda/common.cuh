@@ -8,6 +8,22 @@
 
 namespace deepinfer::cuda::kernels {
 
+// The current device's SM count, cached per device (132 if it cannot be read).
+inline int sms_of_current_device() {
+  static std::atomic<int> cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+  std::atomic<int>& slot = cache[dev & 63];
+  int v = slot.load(std::memory_order_relaxed);
+  if (v > 0) return v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) {
+    cudaGetLastError();
+    v = 132;
+  }
+  slot.store(v, std::memory_order_relaxed);
+  return v;
+}
+
 // Opts a kernel in to `smem_bytes` of dynamic shared memory (and, if asked, all of L1 as shared
 // memory) once per device: the attribute belongs to the device's instance of the function, and
 // threads-as-ranks drive several devices from one process. `done` is the caller's per-kernel

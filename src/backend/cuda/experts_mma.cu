@@ -15,21 +15,6 @@ namespace deepinfer::cuda::kernels {
 
 namespace {
 
-int sms_of_current_device() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
-  std::atomic<int>& slot = cache[dev & 63];
-  int v = slot.load(std::memory_order_relaxed);
-  if (v > 0) return v;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) {
-    cudaGetLastError();
-    v = 132;
-  }
-  slot.store(v, std::memory_order_relaxed);
-  return v;
-}
-
 // Variants 2 / 3 launch the product as a programmatic dependent of the x split (PDL); false:
 // ordinary stream order (to rule PDL out when comparing).
 constexpr bool kProductPdl = true;

@@ -437,17 +437,7 @@ void experts_wg(const float* x, int64_t x_rows, int64_t x_div, const int32_t* pe
   a.scale_cols = static_cast<int32_t>(K / 32);
   a.kstages = static_cast<int32_t>(K / ewg::kStageK);
   a.out = out;
-  static std::atomic<int> sms_cache[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
-  int sms = sms_cache[dev & 63].load(std::memory_order_relaxed);
-  if (sms <= 0) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
-      cudaGetLastError();
-      sms = 132;
-    }
-    sms_cache[dev & 63].store(sms, std::memory_order_relaxed);
-  }
+  const int sms = sms_of_current_device();
   // Variant 0: 3 (H200, session 20, bench_ops at 2,048 tokens: gate_up 6.49 / down 3.03 ms vs
   // variant 1's 6.71 / 3.62; variant 2 spills: 10.3 / 5.3).
   if (variant < 1 || variant > 4) variant = 3;
