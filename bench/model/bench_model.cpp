@@ -236,13 +236,18 @@ int main(int argc, char** argv) {
       for (auto& seq : ids)
         for (auto& t : seq) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 8) % V;
       double best_prefill = 1e30, best_decode = 1e30, host_decode = 0;
-      for (int rep = 0; rep < reps; ++rep) {
-        std::vector<std::unique_ptr<model::SequenceState>> st;
-        std::vector<model::SequenceInput> in;
+      // Fresh sequence states for the B prompts and the prefill inputs over them.
+      auto fresh = [&](std::vector<std::unique_ptr<model::SequenceState>>& st,
+                       std::vector<model::SequenceInput>& in) {
         for (int b = 0; b < B; ++b) {
           st.push_back(mdl.new_sequence_state());
           in.push_back({std::span<const int32_t>(ids[b]), st.back().get(), false});
         }
+      };
+      for (int rep = 0; rep < reps; ++rep) {
+        std::vector<std::unique_ptr<model::SequenceState>> st;
+        std::vector<model::SequenceInput> in;
+        fresh(st, in);
         auto t0 = std::chrono::steady_clock::now();
         auto l = mdl.forward(in);
         if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
@@ -272,29 +277,12 @@ int main(int argc, char** argv) {
                   double(B) * prefill / best_prefill, double(B) * decode / best_decode,
                   1e3 * best_decode / std::max(decode, 1), 1e3 * host_decode / std::max(decode, 1));
       std::fflush(stdout);
-      if (trace) {  // a fresh prefill, 4 untraced steps, then the traced window
-        std::vector<std::unique_ptr<model::SequenceState>> st;
-        std::vector<model::SequenceInput> in;
-        for (int b = 0; b < B; ++b) {
-          st.push_back(mdl.new_sequence_state());
-          in.push_back({std::span<const int32_t>(ids[b]), st.back().get(), false});
-        }
-        std::vector<int32_t> tok(B);
-        auto l = mdl.forward(in);
-        if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
-        Picked picked;
-        if (Status s = pick(*l, tok, picked, false); !s.ok()) {
-          std::printf("pick failed: %s\n", s.to_string().c_str());
-          return 1;
-        }
+      if (trace) {  // [the traced prefill]; a fresh prefill, 4 untraced steps, the traced window
         std::string why;
         if (trace_prefill) {  // one more prefill of fresh states, the whole forward in the window
           std::vector<std::unique_ptr<model::SequenceState>> pst;
           std::vector<model::SequenceInput> pin;
-          for (int b = 0; b < B; ++b) {
-            pst.push_back(mdl.new_sequence_state());
-            pin.push_back({std::span<const int32_t>(ids[b]), pst.back().get(), false});
-          }
+          fresh(pst, pin);
           if (!trace->begin(why) || !trace->mark(why)) {
             std::printf("--trace-prefill: %s\n", why.c_str());
             return 1;
@@ -318,6 +306,17 @@ int main(int argc, char** argv) {
                       dir.c_str(), B, B * prefill, 1e3 * took);
           print_trace("_prefill_b" + std::to_string(B), 1);
           if (trace_steps == 0) continue;
+        }
+        std::vector<std::unique_ptr<model::SequenceState>> st;
+        std::vector<model::SequenceInput> in;
+        fresh(st, in);
+        std::vector<int32_t> tok(B);
+        auto l = mdl.forward(in);
+        if (!l.ok()) { std::printf("forward failed: %s\n", l.status().to_string().c_str()); return 1; }
+        Picked picked;
+        if (Status s = pick(*l, tok, picked, false); !s.ok()) {
+          std::printf("pick failed: %s\n", s.to_string().c_str());
+          return 1;
         }
         std::chrono::steady_clock::time_point t0;
         for (int i = 0; i < 4 + trace_steps; ++i) {

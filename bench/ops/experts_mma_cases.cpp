@@ -231,20 +231,22 @@ Status mma_phase(BenchContext& ctx, const ModelDims& m, int64_t B, const std::st
                                         : var.v;
       const std::string op = std::string(name) + pr.name;
       if (!matches_only(op, only)) continue;
+      // experts_wg's variant of a "wg" row (kWg: 0 = the default; kWg2..kWg4: 2..4), else −1.
+      const int wg_variant = var.v <= kWg && var.v >= kWg4 ? (var.v == kWg ? 0 : kWg - var.v + 1) : -1;
       const bool ok =
-          var.v <= kWg && var.v >= kWg4 ? cuda::kernels::experts_wg_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32) &&
-                             cuda::kernels::experts_wg_device_ok()
-          : v == 0     ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
-                       : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
+          wg_variant >= 0 ? cuda::kernels::experts_wg_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32) &&
+                                cuda::kernels::experts_wg_device_ok()
+          : v == 0        ? cuda::kernels::gemv_experts_v2_supported(2, slots, E, true, true, pr.N, pr.K, 32)
+                          : cuda::kernels::experts_mma_supported(2, slots, E, true, false, true, pr.N, pr.K, 1, 32);
       if (!ok) {
         std::printf("%s: not supported\n", op.c_str());
         continue;
       }
       auto call = [&]() -> Status {
-        if (var.v <= kWg && var.v >= kWg4) {
+        if (wg_variant >= 0) {
           cuda::kernels::experts_wg(pr.in, pr.x_rows, pr.x_div, perm32, perm32 + slots, perm32 + slots + E + 1,
                                     slots, E, pr.w, pr.w + E, pr.N, pr.K, ws.data<float>(), pr.out,
-                                    ctx.stream(), nullptr, var.v == kWg ? 0 : var.v == kWg2 ? 2 : var.v == kWg3 ? 3 : 4);
+                                    ctx.stream(), nullptr, wg_variant);
         } else if (var.v == kMem16 || var.v == kMem32 || var.v == kMemTiled) {
           cuda::kernels::experts_mma_memonly(var.v == kMem16   ? 1
                                              : var.v == kMem32 ? 2

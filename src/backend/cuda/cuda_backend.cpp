@@ -1345,8 +1345,8 @@ Status CudaBackend::moe_experts_into(const Tensor& x, const Tensor& ids, const T
     return kernels::experts_wg_supported(pt.fmt, slots, E_all, pt.s.size() > 0, pt.scale_f32,
                                          pt.gemv_vec, pt.N, pt.K, pt.br, pt.bc);
   };
-  const bool wg_layout = wg_min > 0 && slots >= wg_min && E_all <= 1024 && wg_fits(t->gate_up) &&
-                         wg_fits(t->down) && kernels::experts_wg_device_ok();
+  const bool wg_layout = wg_min > 0 && slots >= wg_min && wg_fits(t->gate_up) && wg_fits(t->down) &&
+                         kernels::experts_wg_device_ok();
   const bool wg_both = wg_layout && (st_->batch_invariant ? bi_mma : env().experts_mma);
   const bool few_slots =
       st_->batch_invariant ? (bi_mma || bi_gemv) : (slots <= decode_max_slots || wg_both);

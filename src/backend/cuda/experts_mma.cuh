@@ -140,22 +140,24 @@ __global__ void __launch_bounds__(256)
               make_uint4(wd[p][0], wd[p][1], wd[p][2], wd[p][3]);
       }
     }
-  }
-  for (int g8 = threadIdx.x; !kMmaOrder && g8 < K / 8; g8 += 256) {
-    uint16_t h[kPlanes][8];
+  } else {
+    // experts_mma's order: each group of 8 k as 0,4,1,5,2,6,3,7 (perm8_pos).
+    for (int g8 = threadIdx.x; g8 < K / 8; g8 += 256) {
+      uint16_t h[kPlanes][8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q = perm8_pos(j);
-      xplanes::split3<false>(xr[8 * g8 + j], c, h[0][q], h[1][q], h[2][q]);
-    }
+      for (int j = 0; j < 8; ++j) {
+        const int q = perm8_pos(j);
+        xplanes::split3<false>(xr[8 * g8 + j], c, h[0][q], h[1][q], h[2][q]);
+      }
 #pragma unroll
-    for (int p = 0; p < kPlanes; ++p) {
-      uint4 v;
-      v.x = h[p][0] | (static_cast<uint32_t>(h[p][1]) << 16);
-      v.y = h[p][2] | (static_cast<uint32_t>(h[p][3]) << 16);
-      v.z = h[p][4] | (static_cast<uint32_t>(h[p][5]) << 16);
-      v.w = h[p][6] | (static_cast<uint32_t>(h[p][7]) << 16);
-      *reinterpret_cast<uint4*>(planes + p * plane + r * K + 8 * g8) = v;
+      for (int p = 0; p < kPlanes; ++p) {
+        uint4 v;
+        v.x = h[p][0] | (static_cast<uint32_t>(h[p][1]) << 16);
+        v.y = h[p][2] | (static_cast<uint32_t>(h[p][3]) << 16);
+        v.z = h[p][4] | (static_cast<uint32_t>(h[p][5]) << 16);
+        v.w = h[p][6] | (static_cast<uint32_t>(h[p][7]) << 16);
+        *reinterpret_cast<uint4*>(planes + p * plane + r * K + 8 * g8) = v;
+      }
     }
   }
   if (zb.ids != nullptr) {

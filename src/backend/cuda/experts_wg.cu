@@ -125,16 +125,6 @@ __device__ __forceinline__ Item item_at(const Args& p, const int32_t* s_tile, co
   return it;
 }
 
-// experts_mma's scale decode (emma::stage_scale) of byte b of a word: kExact for every code (0 →
-// 2^-127, 255 → NaN), else codes 1..254 only (the byte shifted into the exponent field).
-template <bool kExact>
-__device__ __forceinline__ float scale_of(uint32_t w, int b) {
-  if (!kExact) return __uint_as_float((b == 3 ? (w >> 1) : (w << (23 - 8 * b))) & 0x7F800000u);
-  const uint32_t e = (w >> (8 * b)) & 0xFFu;
-  return e == 0xFFu ? __int_as_float(0x7FC00000)
-                    : (e == 0 ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(e << 23)));
-}
-
 // The producer's per-item sources: this thread's 6 B columns (plane rows of the tile's tokens;
 // tokens past cnt read the tile's last token, their outputs are never written), the expert's
 // weight and scale rows.
@@ -295,12 +285,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) product_kernel(const Arg
     for (int mt = 0; mt < kMT; ++mt) {
       const uint32_t wg_ = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g));
       const uint32_t w8 = *reinterpret_cast<const uint32_t*>(st + kBBytes + kWBytes + 4 * (128 * mt + rw + g + 8));
+      // experts_mma's decode of scale bytes 0..3 (emma::stage_scale on the word's 4 bytes).
+      const uint2 vg = make_uint2(wg_, 0u), v8 = make_uint2(w8, 0u);
       if (emma::has_00_or_ff(wg_) || emma::has_00_or_ff(w8)) {
 #pragma unroll
-        for (int b = 0; b < 4; ++b) sg[mt][b] = scale_of<true>(wg_, b), s8[mt][b] = scale_of<true>(w8, b);
+        for (int b = 0; b < 4; ++b)
+          sg[mt][b] = emma::stage_scale<true>(vg, b), s8[mt][b] = emma::stage_scale<true>(v8, b);
       } else {
 #pragma unroll
-        for (int b = 0; b < 4; ++b) sg[mt][b] = scale_of<false>(wg_, b), s8[mt][b] = scale_of<false>(w8, b);
+        for (int b = 0; b < 4; ++b)
+          sg[mt][b] = emma::stage_scale<false>(vg, b), s8[mt][b] = emma::stage_scale<false>(v8, b);
       }
     }
     uint32_t q[kMT][4];
